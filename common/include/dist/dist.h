@@ -1,0 +1,10 @@
+// dist/dist.h — everything a chapter needs, in one include.
+#pragma once
+
+#include "dist/check.h"
+#include "dist/env.h"
+#include "dist/init.h"
+#include "dist/log.h"
+#include "dist/process_group.h"
+#include "dist/store.h"
+#include "dist/tensor.h"

@@ -1,0 +1,90 @@
+// dist/init.h — init_process_group and friends, as in torch.distributed.
+//
+//   dist::init_process_group({.backend = "gloo"});  // env:// : RANK, WORLD_SIZE, MASTER_ADDR/PORT
+//   int rank = dist::get_rank(), world = dist::get_world_size();
+//   dist::all_reduce(t, dist::ReduceOp::SUM);
+//   dist::destroy_process_group();
+//
+// Where rank and world_size come from, first match wins (the same order as PyTorch):
+//   1. explicit arguments: InitOptions::rank / world_size (>= 0 / >= 1; -1 means "not given");
+//   2. the init_method URL's query: tcp://host:port?rank=1&world_size=2;
+//   3. the environment: RANK / WORLD_SIZE (or OpenMPI's and Slurm's names, see dist/env.h).
+// The init_method says how ranks meet:
+//   env://            rank 0 hosts a TCP store at MASTER_ADDR:MASTER_PORT (the default);
+//   tcp://host:port   the same, with the address in the URL;
+//   file:///path      a file every rank can reach (same machine, or a shared file system).
+// Unlike PyTorch, tcp:// and file:// also fall back to RANK/WORLD_SIZE from the environment,
+// so they work under ddprun unchanged.
+//
+// Taught in: chapter 01 (get_dist_info), chapter 02 (init methods), chapter 03 (two programs).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "dist/tensor.h"
+
+namespace dist {
+
+// The default for every wait in a group: long enough for a person to start the second program
+// of chapter 03 by hand, short enough that a mistake ends in a message rather than a hang.
+inline constexpr std::chrono::seconds kDefaultTimeout{60};
+
+struct InitOptions {
+  std::string backend = "gloo";  // "gloo" (or "auto", which picks gloo on the CPU path)
+  std::string init_method;       // "" means "env://"
+  int world_size = -1;           // -1: from the URL or the environment
+  int rank = -1;                 // -1: from the URL or the environment
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::string group_name = "default";
+};
+
+// Joins the default process group. Blocks until all world_size ranks have joined or the timeout
+// passes; on timeout the error lists the ranks that never arrived. Calling it twice without
+// destroy_process_group() in between is an error.
+void init_process_group(const InitOptions& options = {});
+bool is_initialized();
+// Leaves the group and frees it; init_process_group may be called again afterwards.
+void destroy_process_group();
+
+// The rank and world size of the default group. Like torch, they throw if called before
+// init_process_group (get_dist_info() below does not).
+int get_rank();
+int get_world_size();
+// This process's index on its machine: LOCAL_RANK from the launcher, or the rank when no
+// launcher said (one machine). Works before init too.
+int get_local_rank();
+std::string get_backend();
+
+// Everything a program may want to print about its place in the job. Before init it answers as
+// mmcv's get_dist_info does: rank 0, world_size 1.
+struct DistInfo {
+  bool initialized = false;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr;  // "" for file://
+  int master_port = 0;      // 0 for file://
+  std::string backend;      // "" before init
+  std::string init_method;  // the resolved URL, e.g. "env://" or "file:///tmp/x"
+};
+DistInfo get_dist_info();
+
+// The default group itself, for code that wants to hold it explicitly.
+ProcessGroup& default_group();
+
+// The collectives on the default group (see dist/process_group.h for their contracts).
+void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+void broadcast(Tensor& tensor, int src);
+void barrier();
+void all_gather(std::vector<Tensor>& outputs, const Tensor& input);
+void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM);
+void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst = 0);
+void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src = 0);
+void send(const Tensor& tensor, int dst, int tag = 0);
+void recv(Tensor& tensor, int src, int tag = 0);
+
+}  // namespace dist

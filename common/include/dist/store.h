@@ -1,0 +1,159 @@
+// dist/store.h — the key-value store that ranks use to find each other.
+//
+// Before ranks can talk over Gloo or NCCL they must exchange addresses. Like torch.distributed, we
+// do that through a small key-value store: rank 0 hosts a TCP server (TCPStore) at
+// MASTER_ADDR:MASTER_PORT and every rank connects to it; with init_method file:// a file on a
+// shared disk plays the same part (FileStore). A PrefixStore gives each process group and each
+// re-initialisation its own key space, so stale keys from an earlier group are never read.
+//
+// Every blocking call has a deadline: `get` and `wait` throw dist::TimeoutError naming the keys
+// they waited for. A client that starts before the server retries until its deadline.
+//
+// What it leaves out: authentication (any process that can reach the port can use the store; bind
+// it to a private network) and persistence across restarts of rank 0.
+//
+// Taught in: chapter 02 (init methods) and chapter 03 (two programs).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dist {
+
+using Millis = std::chrono::milliseconds;
+
+inline constexpr std::size_t kMaxStoreKeyBytes = 4096;                // longer keys are refused
+inline constexpr std::size_t kMaxStoreValueBytes = 64u * 1024 * 1024;  // larger values are refused
+
+class Store {
+ public:
+  explicit Store(Millis timeout) : timeout_(timeout) {}
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Blocks until `key` exists or the timeout passes (dist::TimeoutError).
+  virtual std::string get(const std::string& key) = 0;
+  // Adds `delta` to the integer stored at `key` (0 if absent) and returns the new value. The value
+  // is stored as decimal text, so `get` on it returns e.g. "3", as in torch.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  // Sets `key` to `desired` if its current value is `expected` (an absent key matches only an
+  // empty `expected`). Returns the value the key holds afterwards, as torch's compare_set does.
+  virtual std::string compare_set(const std::string& key, const std::string& expected,
+                                  const std::string& desired) = 0;
+  // Blocks until every key exists, or throws dist::TimeoutError listing those still missing.
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+  virtual void wait(const std::vector<std::string>& keys, Millis timeout) = 0;
+  // True if every key exists, without waiting.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Removes `key`; true if it existed.
+  virtual bool delete_key(const std::string& key) = 0;
+  virtual std::int64_t num_keys() = 0;
+
+  Millis timeout() const { return timeout_; }
+  void set_timeout(Millis timeout) { timeout_ = timeout; }
+
+ protected:
+  Millis timeout_;
+};
+
+// A TCP store. The process with `is_server` hosts it (a background thread); every process,
+// including the server's own, talks to it as a client. `session` must be the same for every
+// member of one job generation: a client whose session differs is turned away and retries, so a
+// rank re-initialising early can never join the previous generation's server.
+class TCPStore : public Store {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 29500;    // 0 on the server: pick a free port (see port())
+    bool is_server = false;
+    Millis timeout{std::chrono::seconds(60)};
+    std::uint64_t session = 0;
+  };
+  explicit TCPStore(const Options& options);
+  ~TCPStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+  int port() const;  // the port actually used
+  const std::string& host() const { return options_.host; }
+
+  // Server only: waits until every other client has disconnected, or until `deadline`. Rank 0
+  // calls this before tearing the server down, so ranks still finishing are not cut off.
+  void wait_for_clients_to_leave(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  class Server;
+  class Client;
+  Options options_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+};
+
+// A store kept in one file (init_method file:///path). Every operation takes an exclusive
+// flock() on the file, so it works across processes on one machine or on a shared file system
+// that supports locks. The last process to close it deletes the file.
+class FileStore : public Store {
+ public:
+  FileStore(std::string path, Millis timeout);
+  ~FileStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  class Log;
+  std::string path_;
+  std::unique_ptr<Log> log_;
+};
+
+// Every key is stored as prefix + "/" + key in the underlying store.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;  // counts the base store's keys, as torch's PrefixStore does
+
+  const std::string& prefix() const { return prefix_; }
+  Store& base() { return *base_; }
+
+ private:
+  std::string prefixed(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
+  std::string prefix_;
+  std::shared_ptr<Store> base_;
+};
+
+}  // namespace dist

@@ -1,0 +1,172 @@
+// dist/tensor.h — the smallest tensor the chapters need.
+//
+// A 1-D array with a dtype, enough to show what collectives do. It mirrors torch where a reader of
+// the seeds will look: arange/full/zeros, arithmetic with torch's type promotion, and printing that
+// matches torch's repr character for character (`tensor([4, 6])`, `tensor([1.5000, 2.0000])`,
+// `tensor([1, 2], dtype=torch.int32)`).
+//
+// What it leaves out: more than one dimension, views and strides, autograd. One deliberate
+// difference from torch: copying a dist::Tensor copies its data (value semantics), because shared
+// storage behind a copy is a classic source of bugs in C++ code. Pass tensors by reference.
+//
+// Taught in: chapter 04 (all_reduce).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "dist/check.h"
+
+namespace dist {
+
+enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+
+inline constexpr DType kFloat32 = DType::kFloat32;
+inline constexpr DType kFloat64 = DType::kFloat64;
+inline constexpr DType kInt32 = DType::kInt32;
+inline constexpr DType kInt64 = DType::kInt64;
+
+std::size_t element_size(DType dtype);
+bool is_floating_point(DType dtype);
+std::string_view dtype_name(DType dtype);  // "torch.float32", ... as torch spells them
+DType promote_types(DType a, DType b);     // torch.promote_types for these four dtypes
+
+template <typename T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return kFloat32; }
+template <> constexpr DType dtype_of<double>() { return kFloat64; }
+template <> constexpr DType dtype_of<std::int32_t>() { return kInt32; }
+template <> constexpr DType dtype_of<std::int64_t>() { return kInt64; }
+
+class Tensor {
+ public:
+  Tensor() = default;  // an empty float32 tensor
+  Tensor(std::int64_t numel, DType dtype);  // zero-filled
+
+  // Factories, named and defaulted as in torch.
+  static Tensor zeros(std::int64_t n, DType dtype = kFloat32);
+  static Tensor full(std::int64_t n, double value, DType dtype = kFloat32);
+  static Tensor arange(std::int64_t n, DType dtype = kInt64);  // 0, 1, ..., n-1
+  template <typename T>
+  static Tensor from(const std::vector<T>& values) {
+    Tensor t(static_cast<std::int64_t>(values.size()), dtype_of<T>());
+    if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+    return t;
+  }
+  template <typename T>
+  static Tensor from(std::initializer_list<T> values) {
+    return from(std::vector<T>(values));
+  }
+
+  std::int64_t numel() const { return numel_; }
+  DType dtype() const { return dtype_; }
+  std::size_t element_size() const { return dist::element_size(dtype_); }
+  std::size_t nbytes() const { return bytes_.size(); }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+
+  // Typed access; throws dist::Error if T does not match the dtype.
+  template <typename T>
+  T* data_ptr() {
+    check_dtype(dtype_of<T>());
+    return reinterpret_cast<T*>(bytes_.data());
+  }
+  template <typename T>
+  const T* data_ptr() const {
+    check_dtype(dtype_of<T>());
+    return reinterpret_cast<const T*>(bytes_.data());
+  }
+  template <typename T>
+  std::vector<T> to_vector() const {
+    const T* p = data_ptr<T>();
+    return std::vector<T>(p, p + numel_);
+  }
+
+  // Element i as a double (exact for every int32 and for int64 up to 2^53), and assignment.
+  double item(std::int64_t i) const;
+  void set(std::int64_t i, double value);
+
+  Tensor to(DType dtype) const;  // converts as torch's .to(dtype) does (float -> int truncates)
+  Tensor clone() const { return *this; }
+  void fill_(double value);
+  void copy_(const Tensor& src);  // same numel; converts dtype
+
+  // Elements [start, start + length) as a new tensor, and writing one back.
+  Tensor slice(std::int64_t start, std::int64_t length) const;
+  void assign_slice(std::int64_t start, const Tensor& values);
+
+  // Same dtype, same numel and the same values (NaNs compare unequal, as torch.equal does).
+  bool equal(const Tensor& other) const;
+
+  // Arithmetic with torch's type promotion: an int tensor with an integer scalar stays an int
+  // tensor; with a floating scalar it becomes float32; `/` always gives a floating tensor (true
+  // division), so `int_tensor /= 2` is an error, exactly as in torch.
+  Tensor& operator+=(const Tensor& other);
+  Tensor& operator-=(const Tensor& other);
+  Tensor& operator*=(const Tensor& other);
+  Tensor& operator/=(const Tensor& other);
+  Tensor& operator+=(std::int64_t s);
+  Tensor& operator-=(std::int64_t s);
+  Tensor& operator*=(std::int64_t s);
+  Tensor& operator/=(std::int64_t s);
+  Tensor& operator+=(double s);
+  Tensor& operator-=(double s);
+  Tensor& operator*=(double s);
+  Tensor& operator/=(double s);
+  Tensor& operator+=(int s) { return *this += static_cast<std::int64_t>(s); }
+  Tensor& operator-=(int s) { return *this -= static_cast<std::int64_t>(s); }
+  Tensor& operator*=(int s) { return *this *= static_cast<std::int64_t>(s); }
+  Tensor& operator/=(int s) { return *this /= static_cast<std::int64_t>(s); }
+
+  double sum() const;  // as a double, for checks and printing
+
+  // torch's repr: "tensor([4, 6])".
+  std::string repr() const;
+
+ private:
+  void check_dtype(DType expected) const;
+  std::int64_t numel_ = 0;
+  DType dtype_ = kFloat32;
+  std::vector<std::byte> bytes_;
+};
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, std::int64_t s);
+Tensor operator-(const Tensor& a, std::int64_t s);
+Tensor operator*(const Tensor& a, std::int64_t s);
+Tensor operator/(const Tensor& a, std::int64_t s);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+inline Tensor operator+(const Tensor& a, int s) { return a + static_cast<std::int64_t>(s); }
+inline Tensor operator-(const Tensor& a, int s) { return a - static_cast<std::int64_t>(s); }
+inline Tensor operator*(const Tensor& a, int s) { return a * static_cast<std::int64_t>(s); }
+inline Tensor operator/(const Tensor& a, int s) { return a / static_cast<std::int64_t>(s); }
+inline Tensor operator+(std::int64_t s, const Tensor& a) { return a + s; }
+inline Tensor operator*(std::int64_t s, const Tensor& a) { return a * s; }
+inline Tensor operator+(int s, const Tensor& a) { return a + s; }
+inline Tensor operator*(int s, const Tensor& a) { return a * s; }
+inline Tensor operator+(double s, const Tensor& a) { return a + s; }
+inline Tensor operator*(double s, const Tensor& a) { return a * s; }
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Free-function spellings that read like the seeds: dist::arange(world, dist::kInt64).
+inline Tensor arange(std::int64_t n, DType dtype = kInt64) { return Tensor::arange(n, dtype); }
+inline Tensor zeros(std::int64_t n, DType dtype = kFloat32) { return Tensor::zeros(n, dtype); }
+inline Tensor full(std::int64_t n, double v, DType dtype = kFloat32) {
+  return Tensor::full(n, v, dtype);
+}
+
+}  // namespace dist

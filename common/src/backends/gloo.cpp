@@ -1,0 +1,388 @@
+// ProcessGroupGloo: the collectives of dist/process_group.h on Facebook's Gloo library (CPU, TCP).
+//
+// Gloo gives us the algorithms (ring all-reduce, broadcast, gather, ...) and the transport; this
+// file adds what a teaching library needs on top: dtype dispatch, the reduce ops Gloo lacks
+// (AVG, bitwise), a timeout on every call, and errors that say which call failed and why.
+#include "backends/gloo.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "dist/check.h"
+
+namespace dist::backends {
+namespace {
+
+// Gloo's view of our store: its rendezvous writes each rank's addresses under keys "0".."N-1".
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  explicit StoreAdapter(dist::Store& store) : store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const std::string v = store_.get(key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_.wait(keys, timeout);
+  }
+
+ private:
+  dist::Store& store_;
+};
+
+using ReduceFn = std::function<void(void*, const void*, const void*, std::size_t)>;
+
+template <typename T, typename Op>
+ReduceFn elementwise(Op op) {
+  return [op](void* c, const void* a, const void* b, std::size_t n) {
+    T* out = static_cast<T*>(c);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(x[i], y[i]);
+  };
+}
+
+// Integer sums and products wrap around, as they do in torch; unsigned arithmetic keeps that
+// defined behaviour in C++.
+template <typename T>
+T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename T>
+T wrapping_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+ReduceFn reduce_function(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:  // Gloo has no average: sum, then divide by the group size afterwards
+      return elementwise<T>([](T a, T b) { return wrapping_add(a, b); });
+    case ReduceOp::PRODUCT:
+      return elementwise<T>([](T a, T b) { return wrapping_mul(a, b); });
+    case ReduceOp::MIN:
+      return elementwise<T>([](T a, T b) { return std::min(a, b); });
+    case ReduceOp::MAX:
+      return elementwise<T>([](T a, T b) { return std::max(a, b); });
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR:
+      if constexpr (std::is_integral_v<T>) {
+        if (op == ReduceOp::BAND) return elementwise<T>([](T a, T b) { return a & b; });
+        if (op == ReduceOp::BOR) return elementwise<T>([](T a, T b) { return a | b; });
+        return elementwise<T>([](T a, T b) { return a ^ b; });
+      }
+      break;
+  }
+  throw Error("unreachable reduce op");
+}
+
+// Calls fn(T{}) with T the C++ type of `dtype`.
+template <typename Fn>
+void with_type(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kInt32: return fn(std::int32_t{});
+    case DType::kInt64: return fn(std::int64_t{});
+  }
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  std::ostringstream s;
+  s << static_cast<double>(ms.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+class ProcessGroupGloo : public ProcessGroup {
+ public:
+  ProcessGroupGloo(int rank, int size, std::shared_ptr<gloo::Context> context,
+                   std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size), context_(std::move(context)), timeout_(timeout) {}
+
+  std::string backend() const override { return "gloo"; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  void all_reduce(Tensor& tensor, ReduceOp op) override {
+    check_op_fits(op, tensor.dtype());
+    run("all_reduce", describe(tensor, op), [&](std::uint32_t tag) {
+      if (tensor.numel() == 0) return plain_barrier(tag);
+      with_type(tensor.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
+        opts.setReduceFunction(reduce_function<T>(op));
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::allreduce(opts);
+      });
+    });
+    if (op == ReduceOp::AVG) tensor /= static_cast<std::int64_t>(size());
+  }
+
+  void broadcast(Tensor& tensor, int src) override {
+    check_rank(src, "src");
+    run("broadcast", describe(tensor) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
+      if (tensor.numel() == 0) return plain_barrier(tag);
+      with_type(tensor.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        gloo::BroadcastOptions opts(context_);
+        opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
+        opts.setRoot(src);
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::broadcast(opts);
+      });
+    });
+  }
+
+  void barrier() override {
+    run("barrier", "", [&](std::uint32_t tag) { plain_barrier(tag); });
+  }
+
+  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    Tensor flat(input.numel() * size(), input.dtype());
+    run("all_gather", describe(input), [&](std::uint32_t tag) {
+      if (input.numel() == 0) return plain_barrier(tag);
+      with_type(input.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        gloo::AllgatherOptions opts(context_);
+        // Gloo only reads the input; its API takes a non-const pointer.
+        opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
+        opts.setOutput(flat.data_ptr<T>(), static_cast<std::size_t>(flat.numel()));
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::allgather(opts);
+      });
+    });
+    split(flat, input.numel(), outputs);
+  }
+
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    check_op_fits(op, output.dtype());
+    DIST_CHECK(static_cast<int>(inputs.size()) == size(),
+               "reduce_scatter needs one input tensor per rank (inputs.size() == world_size)");
+    // Gloo's reduce-scatter is not exposed with a timeout, so: all-reduce the concatenation and
+    // keep our slice. It moves world_size times more data than needed; fine for teaching sizes.
+    Tensor flat(output.numel() * size(), output.dtype());
+    for (int r = 0; r < size(); ++r) {
+      DIST_CHECK(inputs[r].numel() == output.numel() && inputs[r].dtype() == output.dtype(),
+                 "every reduce_scatter input must have the output's size and dtype");
+      flat.assign_slice(r * output.numel(), inputs[r]);
+    }
+    all_reduce(flat, op);
+    output = flat.slice(rank() * output.numel(), output.numel());
+  }
+
+  void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
+    check_rank(dst, "dst");
+    const bool root = rank() == dst;
+    DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
+    Tensor flat(root ? input.numel() * size() : 0, input.dtype());
+    run("gather", describe(input) + ", dst " + std::to_string(dst), [&](std::uint32_t tag) {
+      if (input.numel() == 0) return plain_barrier(tag);
+      with_type(input.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        gloo::GatherOptions opts(context_);
+        opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
+        if (root) opts.setOutput(flat.data_ptr<T>(), static_cast<std::size_t>(flat.numel()));
+        opts.setRoot(dst);
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::gather(opts);
+      });
+    });
+    if (root) split(flat, input.numel(), *outputs);
+  }
+
+  void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
+    check_rank(src, "src");
+    const bool root = rank() == src;
+    if (root) {
+      DIST_CHECK(inputs != nullptr && static_cast<int>(inputs->size()) == size(),
+                 "scatter needs one input tensor per rank on the source rank");
+      for (const Tensor& t : *inputs) {
+        DIST_CHECK(t.numel() == output.numel() && t.dtype() == output.dtype(),
+                   "every scatter input must have the output's size and dtype");
+      }
+    }
+    run("scatter", describe(output) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
+      if (output.numel() == 0) return plain_barrier(tag);
+      with_type(output.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        gloo::ScatterOptions opts(context_);
+        std::vector<T*> ptrs;
+        if (root) {
+          for (const Tensor& t : *inputs) ptrs.push_back(const_cast<T*>(t.data_ptr<T>()));
+          opts.setInputs(ptrs, static_cast<std::size_t>(output.numel()));
+        }
+        opts.setOutput(output.data_ptr<T>(), static_cast<std::size_t>(output.numel()));
+        opts.setRoot(src);
+        opts.setTag(tag);
+        opts.setTimeout(timeout_);
+        gloo::scatter(opts);
+      });
+    });
+  }
+
+  void send(const Tensor& tensor, int dst, int tag) override {
+    check_peer(dst, "dst");
+    run("send", describe(tensor) + " to rank " + std::to_string(dst), [&](std::uint32_t) {
+      if (tensor.numel() == 0) return;
+      auto buf = context_->createUnboundBuffer(const_cast<void*>(tensor.data()), tensor.nbytes());
+      buf->send(dst, p2p_slot(tag));
+      buf->waitSend(timeout_);
+    }, /*collective=*/false);
+  }
+
+  void recv(Tensor& tensor, int src, int tag) override {
+    check_peer(src, "src");
+    run("recv", describe(tensor) + " from rank " + std::to_string(src), [&](std::uint32_t) {
+      if (tensor.numel() == 0) return;
+      auto buf = context_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+      buf->recv(src, p2p_slot(tag));
+      buf->waitRecv(timeout_);
+    }, /*collective=*/false);
+  }
+
+ private:
+  // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
+  static std::uint64_t p2p_slot(int tag) {
+    return (std::uint64_t{0xd1} << 56) | static_cast<std::uint32_t>(tag);
+  }
+
+  void plain_barrier(std::uint32_t tag) {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  }
+
+  // Runs one call, numbering collectives so every rank tags call N the same way (a stray message
+  // from an earlier, failed call can never be taken for this one), and turns Gloo's exceptions
+  // into errors that say which call failed, where, and what to check.
+  template <typename Fn>
+  void run(const char* name, const std::string& what, Fn&& fn, bool collective = true) {
+    const std::uint64_t seq = collective ? ++sequence_ : sequence_;
+    try {
+      fn(static_cast<std::uint32_t>(seq));
+    } catch (const gloo::Exception& e) {
+      const std::string call = std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
+                               (what.empty() ? "" : " (" + what + ")");
+      const std::string detail = e.what();
+      if (detail.find("Timed out") != std::string::npos) {
+        throw TimeoutError(call + " timed out after " + seconds(timeout_) +
+                           " on rank " + std::to_string(rank()) +
+                           ": not every rank reached this call. Every rank must make the same "
+                           "collective calls in the same order; check for a rank that skipped "
+                           "it, exited, or is stuck. [gloo: " + detail + "]");
+      }
+      throw Error(call + " failed on rank " + std::to_string(rank()) +
+                  ": a peer closed its connection (it exited or crashed; look for its error "
+                  "above). [gloo: " + detail + "]");
+    }
+  }
+
+  void split(const Tensor& flat, std::int64_t n, std::vector<Tensor>& outputs) const {
+    outputs.resize(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) outputs[static_cast<std::size_t>(r)] = flat.slice(r * n, n);
+  }
+
+  void check_rank(int r, const char* what) const {
+    if (r < 0 || r >= size()) {
+      throw ConfigError(std::string(what) + " rank " + std::to_string(r) +
+                        " is out of range for world_size " + std::to_string(size()));
+    }
+  }
+  void check_peer(int r, const char* what) const {
+    check_rank(r, what);
+    if (r == rank()) throw ConfigError(std::string(what) + " rank " + std::to_string(r) + " is this rank itself");
+  }
+
+  static void check_op_fits(ReduceOp op, DType dtype) {
+    const bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
+    if (bitwise && is_floating_point(dtype)) {
+      throw ConfigError(std::string("ReduceOp::") + reduce_op_name(op) +
+                        " needs an integer tensor, but this one is " + std::string(dtype_name(dtype)) +
+                        ": bitwise reductions are defined only for int32 and int64");
+    }
+    if (op == ReduceOp::AVG && !is_floating_point(dtype)) {
+      throw ConfigError(std::string("ReduceOp::AVG needs a floating-point tensor, but this one is ") +
+                        std::string(dtype_name(dtype)) +
+                        ": the average of integers is not an integer. Convert first with "
+                        ".to(dist::kFloat32), or use SUM and divide");
+    }
+  }
+
+  static std::string describe(const Tensor& t) {
+    return std::string(dtype_name(t.dtype())) + ", " + std::to_string(t.numel()) + " elements";
+  }
+  static std::string describe(const Tensor& t, ReduceOp op) {
+    return std::string(reduce_op_name(op)) + ", " + describe(t);
+  }
+
+  std::shared_ptr<gloo::Context> context_;
+  std::chrono::milliseconds timeout_;
+  std::uint64_t sequence_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
+                                              const GlooOptions& options) {
+  gloo::transport::tcp::attr attr;
+  if (!options.iface.empty()) {
+    attr.iface = options.iface;
+  } else {
+    attr.hostname = options.hostname;
+  }
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(options.timeout);
+    StoreAdapter adapter(store);
+    context->connectFullMesh(adapter, device);
+    // Like torch, finish with a barrier: once this returns every rank is connected, so a rank
+    // that exits right after init cannot break a peer that is still connecting. It uses a tag
+    // of its own and is not counted among the user's collectives.
+    gloo::BarrierOptions sync(context);
+    sync.setTag(0xfffffff0u);
+    sync.setTimeout(options.timeout);
+    gloo::barrier(sync);
+    return std::make_unique<ProcessGroupGloo>(rank, size, std::move(context), options.timeout);
+  } catch (const gloo::Exception& e) {
+    throw Error("gloo could not connect rank " + std::to_string(rank) + " to its peers (address " +
+                (options.iface.empty() ? options.hostname : "interface " + options.iface) +
+                "): " + e.what() + ". Check that every rank can reach every other on that "
+                "address (firewall, DIST_IFNAME).");
+  }
+}
+
+}  // namespace dist::backends

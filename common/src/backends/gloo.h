@@ -1,0 +1,23 @@
+// The Gloo backend's factory (internal). init.cpp calls it once the ranks have met in the store.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dist/process_group.h"
+#include "dist/store.h"
+
+namespace dist::backends {
+
+struct GlooOptions {
+  std::chrono::milliseconds timeout{};
+  std::string hostname;  // the address other ranks reach this one at
+  std::string iface;     // or a network interface name (DIST_IFNAME); wins over hostname
+};
+
+// Connects a full mesh of TCP pairs between all ranks, exchanging addresses through `store`.
+std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
+                                              const GlooOptions& options);
+
+}  // namespace dist::backends

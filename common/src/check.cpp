@@ -1,0 +1,41 @@
+// The one error idiom (dist/check.h): throw where the problem is found, catch once in run_main.
+#include "dist/check.h"
+
+#include <exception>
+#include <string>
+
+#include "dist/log.h"
+
+namespace dist {
+
+void fail_check(const char* expr, const char* file, int line, std::string_view hint) {
+  std::string msg = "check failed at ";
+  msg += file;
+  msg += ':';
+  msg += std::to_string(line);
+  msg += ": `";
+  msg += expr;
+  msg += '`';
+  if (!hint.empty()) {
+    msg += ": ";
+    msg += hint;
+  }
+  throw Error(msg);
+}
+
+int run_main(const std::function<int()>& body) noexcept {
+  try {
+    return body();
+  } catch (const Error& e) {
+    err() << "error: " << e.what();
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    err() << "error: " << e.what();
+    return kExitFailure;
+  } catch (...) {
+    err() << "error: an unknown exception escaped main";
+    return kExitFailure;
+  }
+}
+
+}  // namespace dist

@@ -1,0 +1,417 @@
+// init_process_group and friends (dist/init.h).
+//
+// Initialisation has three parts, in this order:
+//   1. resolve: work out rank, world_size and how to meet, from explicit arguments, the URL's
+//      query and the environment (in that order of precedence), validating every value;
+//   2. meet: every rank joins a key-value store (rank 0 hosts it for env:// and tcp://) and waits
+//      until all world_size ranks have announced themselves, so a missing rank is reported by
+//      number instead of surfacing later as a hang inside the backend;
+//   3. connect: the backend (Gloo) exchanges its addresses through the store and connects.
+#include "dist/init.h"
+
+#include <unistd.h>
+
+#include <csignal>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "backends/gloo.h"
+#include "dist/check.h"
+#include "dist/env.h"
+#include "dist/store.h"
+#include "net.h"
+
+namespace dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- Step 1: resolve ------------------------------------------------------------------------
+
+struct Url {
+  std::string scheme;  // "env", "tcp" or "file"
+  std::string host;    // tcp
+  int port = 0;        // tcp
+  std::string path;    // file
+  std::map<std::string, std::string> query;
+};
+
+Url parse_url(const std::string& text) {
+  const std::string url = text.empty() ? "env://" : text;
+  const auto sep = url.find("://");
+  const std::string usage = "init_method \"" + url + "\"";
+  if (sep == std::string::npos) {
+    throw ConfigError(usage + " is not a URL: use env://, tcp://HOST:PORT or file:///PATH");
+  }
+  Url u;
+  u.scheme = url.substr(0, sep);
+  std::string rest = url.substr(sep + 3);
+  if (const auto q = rest.find('?'); q != std::string::npos) {
+    std::string query = rest.substr(q + 1);
+    rest.resize(q);
+    std::size_t pos = 0;
+    while (pos <= query.size() && !query.empty()) {
+      const auto amp = std::min(query.find('&', pos), query.size());
+      const std::string item = query.substr(pos, amp - pos);
+      const auto eq = item.find('=');
+      const std::string key = item.substr(0, eq);
+      if (key != "rank" && key != "world_size") {
+        throw ConfigError(usage + " has an unknown query parameter \"" + key +
+                          "\": only rank and world_size are understood");
+      }
+      if (eq == std::string::npos) throw ConfigError(usage + ": query parameter " + key + " has no value");
+      u.query[key] = item.substr(eq + 1);
+      pos = amp + 1;
+    }
+  }
+  if (u.scheme == "env") {
+    if (!rest.empty()) throw ConfigError(usage + ": env:// takes no address; it reads MASTER_ADDR and MASTER_PORT");
+  } else if (u.scheme == "tcp") {
+    // tcp://host:port, with [v6::addr]:port for IPv6.
+    std::string port_text;
+    if (!rest.empty() && rest.front() == '[') {
+      const auto close = rest.find(']');
+      if (close == std::string::npos || rest.size() < close + 2 || rest[close + 1] != ':') {
+        throw ConfigError(usage + ": expected tcp://[IPv6]:PORT");
+      }
+      u.host = rest.substr(1, close - 1);
+      port_text = rest.substr(close + 2);
+    } else {
+      const auto colon = rest.rfind(':');
+      if (colon == std::string::npos || colon == 0) {
+        throw ConfigError(usage + ": expected tcp://HOST:PORT, e.g. tcp://127.0.0.1:29500");
+      }
+      u.host = rest.substr(0, colon);
+      port_text = rest.substr(colon + 1);
+    }
+    u.port = parse_int("the port in " + usage, port_text, 1, 65535);
+  } else if (u.scheme == "file") {
+    if (rest.empty() || rest.front() != '/') {
+      throw ConfigError(usage + ": expected an absolute path, file:///tmp/my_job (three slashes)");
+    }
+    u.path = rest;
+  } else {
+    throw ConfigError(usage + " has an unknown scheme \"" + u.scheme +
+                      "\": use env://, tcp://HOST:PORT or file:///PATH");
+  }
+  return u;
+}
+
+struct Resolved {
+  Url url;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  std::string rank_source;  // for messages: "the argument", "the URL", "RANK", ...
+};
+
+// One value by precedence: the explicit argument, else the URL query, else the environment.
+int pick(int explicit_value, int unset, const Url& url, const char* query_key,
+         const std::optional<int>& env_value, const std::string& env_var, long long min,
+         std::string& source) {
+  if (explicit_value != unset) {
+    if (explicit_value < min) {
+      throw ConfigError(std::string(query_key) + "=" + std::to_string(explicit_value) +
+                        " passed to init_process_group is out of range: it must be at least " +
+                        std::to_string(min));
+    }
+    source = std::string("the ") + query_key + " argument";
+    return explicit_value;
+  }
+  if (auto it = url.query.find(query_key); it != url.query.end()) {
+    source = std::string("?") + query_key + "= in the init_method";
+    return parse_int(source, it->second, min, 1 << 20);
+  }
+  if (env_value) {
+    source = env_var;
+    return *env_value;
+  }
+  throw ConfigError(std::string(query_key) + " is not set: pass it to init_process_group, add ?" +
+                    query_key + "= to the init_method, or set " +
+                    (std::string(query_key) == "rank" ? "RANK" : "WORLD_SIZE") +
+                    " in the environment (ddprun and torchrun set it for you)");
+}
+
+Resolved resolve(const InitOptions& o) {
+  if (o.backend != "gloo" && o.backend != "auto") {
+    if (o.backend == "nccl") {
+      throw ConfigError("backend \"nccl\" needs the GPU path, which this build does not have: build "
+                        "with the cuda preset on a machine with a GPU, or use --backend gloo");
+    }
+    throw ConfigError("unknown backend \"" + o.backend + "\": use gloo, nccl or auto");
+  }
+  if (o.timeout <= std::chrono::milliseconds::zero()) {
+    throw ConfigError("the timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
+  }
+  Resolved r;
+  r.url = parse_url(o.init_method);
+  const LaunchEnv env = read_launch_env();
+  std::string world_source;
+  r.rank = pick(o.rank, -1, r.url, "rank", env.rank, env.rank_var, 0, r.rank_source);
+  r.world_size = pick(o.world_size, -1, r.url, "world_size", env.world_size, env.world_size_var, 1,
+                      world_source);
+  if (r.rank >= r.world_size) {
+    throw ConfigError("rank " + std::to_string(r.rank) + " (from " + r.rank_source +
+                      ") is out of range for world_size " + std::to_string(r.world_size) +
+                      " (from " + world_source + "): ranks are 0.." +
+                      std::to_string(r.world_size - 1));
+  }
+  // Without a launcher's LOCAL_RANK we assume one machine, where local and global ranks agree.
+  r.local_rank = env.local_rank.value_or(r.rank);
+  r.local_world_size = env.local_world_size.value_or(r.world_size);
+  if (r.url.scheme == "env") {
+    if (!env.master_addr) {
+      throw ConfigError("MASTER_ADDR is not set: env:// needs the address of rank 0's machine, e.g. "
+                        "export MASTER_ADDR=127.0.0.1 (ddprun and torchrun set it for you)");
+    }
+    if (!env.master_port) {
+      throw ConfigError("MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
+                        "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you)");
+    }
+    r.master_addr = *env.master_addr;
+    r.master_port = *env.master_port;
+  } else if (r.url.scheme == "tcp") {
+    r.master_addr = r.url.host;
+    r.master_port = r.url.port;
+  }
+  return r;
+}
+
+// ---- Step 2: meet ---------------------------------------------------------------------------
+
+// The same 64-bit value on every rank of one group generation (FNV-1a of name and number).
+std::uint64_t session_id(const std::string& group_name, std::uint64_t generation) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : group_name + "/" + std::to_string(generation)) {
+    h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  return h;
+}
+
+std::string join_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+std::string where(const Resolved& r) {
+  return r.url.scheme == "file" ? "file://" + r.url.path
+                                : r.master_addr + ":" + std::to_string(r.master_port);
+}
+
+// Every rank announces itself under "rank/<r>" and waits for all the others. A second process
+// claiming the same rank, or disagreeing about world_size, is reported to every rank through the
+// "conflict" key, so nobody waits out the full timeout for a job that cannot start.
+void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
+  const std::string me = std::to_string(r.rank);
+  auto conflict = [&](const std::string& message) {
+    store.set("conflict", message);
+    throw ConfigError(message);
+  };
+  if (store.add("claims/" + me, 1) > 1) {
+    conflict("two processes claim rank " + me + " at " + where(r) + ": give every process its own RANK" +
+             (r.url.scheme == "file" ? ", or delete " + r.url.path + " left over from an earlier run" : ""));
+  }
+  const std::string world = std::to_string(r.world_size);
+  if (const std::string agreed = store.compare_set("world_size", "", world); agreed != world) {
+    conflict("rank " + me + " has world_size " + world + " but an earlier rank said " + agreed +
+             ": every rank must use the same WORLD_SIZE");
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  store.set("rank/" + me, std::string(host) + " pid " + std::to_string(::getpid()));
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < r.world_size; ++i) keys.push_back("rank/" + std::to_string(i));
+  // Wait in short slices: between them, look for a conflict and note who is still missing, so
+  // the final message needs no store call (rank 0 may already have given up and left).
+  std::vector<int> missing;
+  for (;;) {
+    const auto slice = std::min<Clock::duration>(deadline - Clock::now(), std::chrono::milliseconds(250));
+    try {
+      store.wait(keys, std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::max<Clock::duration>(slice, std::chrono::milliseconds(1))));
+      return;
+    } catch (const TimeoutError&) {
+      if (store.check({"conflict"})) throw ConfigError(store.get("conflict"));
+      missing.clear();
+      for (int i = 0; i < r.world_size; ++i) {
+        if (!store.check({keys[static_cast<std::size_t>(i)]})) missing.push_back(i);
+      }
+      if (Clock::now() < deadline) continue;
+      throw TimeoutError(std::string(missing.size() == 1 ? "rank " : "ranks ") + join_list(missing) +
+                         " of world_size " + world + " never joined at " + where(r) +
+                         " before the timeout: start " + (missing.size() == 1 ? "it" : "them") +
+                         ", or check that every rank uses the same WORLD_SIZE and rendezvous "
+                         "address (MASTER_ADDR/MASTER_PORT or init_method)");
+    }
+  }
+}
+
+// ---- The default group ----------------------------------------------------------------------
+
+struct Group {
+  std::shared_ptr<Store> base;         // TCPStore or FileStore
+  std::shared_ptr<PrefixStore> store;  // this group generation's key space
+  std::unique_ptr<ProcessGroup> pg;
+  DistInfo info;
+};
+
+std::mutex g_mu;
+// Deliberately never deleted at exit: a program that forgets destroy_process_group() must not
+// tear down the backend's threads during static destruction, where their order is undefined.
+Group* g_group = nullptr;
+std::uint64_t g_generation = 0;
+
+Group& current() {
+  if (g_group == nullptr) {
+    throw Error("the default process group has not been initialized: call "
+                "dist::init_process_group() first");
+  }
+  return *g_group;
+}
+
+std::shared_ptr<Store> open_store(const Resolved& r, std::uint64_t session, std::chrono::milliseconds timeout) {
+  if (r.url.scheme == "file") return std::make_shared<FileStore>(r.url.path, timeout);
+  TCPStore::Options o;
+  o.host = r.master_addr;
+  o.port = r.master_port;
+  o.is_server = r.rank == 0;
+  o.timeout = timeout;
+  o.session = session;
+  return std::make_shared<TCPStore>(o);
+}
+
+backends::GlooOptions gloo_options(const Resolved& r, std::chrono::milliseconds timeout) {
+  backends::GlooOptions g;
+  g.timeout = timeout;
+  g.iface = env_value("DIST_IFNAME").value_or(env_value("GLOO_SOCKET_IFNAME").value_or(""));
+  // The interface that routes to rank 0 is the one the other ranks can reach us on.
+  g.hostname = r.url.scheme == "file" ? "127.0.0.1" : net::local_address_towards(r.master_addr);
+  return g;
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& options) {
+  std::lock_guard lock(g_mu);
+  if (g_group != nullptr) {
+    throw Error("init_process_group was called twice: the default process group is already "
+                "initialized; call dist::destroy_process_group() before initializing again");
+  }
+  const Resolved r = resolve(options);
+  const auto deadline = Clock::now() + options.timeout;
+  const std::uint64_t generation = g_generation++;
+
+  // A dead peer must surface as an error from the backend, not kill us silently: Gloo writes to
+  // sockets without MSG_NOSIGNAL, so a write to a closed connection would raise SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto group = std::make_unique<Group>();
+  group->base = open_store(r, session_id(options.group_name, generation), options.timeout);
+  try {
+    group->store = std::make_shared<PrefixStore>(options.group_name + "/" + std::to_string(generation),
+                                                 group->base);
+    meet(*group->store, r, deadline);
+
+    PrefixStore gloo_store("gloo", group->store);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    gloo_store.set_timeout(std::max(left, std::chrono::milliseconds(1)));
+    group->pg = backends::make_gloo_group(r.rank, r.world_size, gloo_store,
+                                          gloo_options(r, options.timeout));
+  } catch (const Error&) {
+    // Rank 0 hosts the store: give the other ranks a moment to read why the job cannot start
+    // (the "conflict" key) before its process, and the store with it, goes away.
+    if (auto* tcp = dynamic_cast<TCPStore*>(group->base.get())) {
+      tcp->wait_for_clients_to_leave(Clock::now() + std::min<Clock::duration>(options.timeout, std::chrono::seconds(3)));
+    }
+    throw;
+  }
+
+  group->info = DistInfo{true,          r.rank,        r.world_size, r.local_rank,
+                         r.local_world_size, r.master_addr, r.master_port, group->pg->backend(),
+                         options.init_method.empty() ? "env://" : options.init_method};
+  g_group = group.release();
+}
+
+bool is_initialized() {
+  std::lock_guard lock(g_mu);
+  return g_group != nullptr;
+}
+
+void destroy_process_group() {
+  std::unique_ptr<Group> group;
+  {
+    std::lock_guard lock(g_mu);
+    group.reset(&current());
+    g_group = nullptr;
+  }
+  const auto timeout = group->pg->timeout();
+  group->pg.reset();  // closes the backend's connections first
+  group->store.reset();
+  // Rank 0 hosts the TCP store: keep serving until the other ranks have let go of it, so none of
+  // them loses the store halfway through its own teardown or re-initialisation.
+  if (auto* tcp = dynamic_cast<TCPStore*>(group->base.get())) {
+    tcp->wait_for_clients_to_leave(Clock::now() + timeout);
+  }
+}
+
+int get_rank() {
+  std::lock_guard lock(g_mu);
+  return current().info.rank;
+}
+
+int get_world_size() {
+  std::lock_guard lock(g_mu);
+  return current().info.world_size;
+}
+
+int get_local_rank() {
+  {
+    std::lock_guard lock(g_mu);
+    if (g_group != nullptr) return g_group->info.local_rank;
+  }
+  return read_launch_env().local_rank.value_or(0);
+}
+
+std::string get_backend() {
+  std::lock_guard lock(g_mu);
+  return current().info.backend;
+}
+
+DistInfo get_dist_info() {
+  std::lock_guard lock(g_mu);
+  return g_group != nullptr ? g_group->info : DistInfo{};
+}
+
+ProcessGroup& default_group() {
+  std::lock_guard lock(g_mu);
+  return *current().pg;
+}
+
+void all_reduce(Tensor& tensor, ReduceOp op) { default_group().all_reduce(tensor, op); }
+void broadcast(Tensor& tensor, int src) { default_group().broadcast(tensor, src); }
+void barrier() { default_group().barrier(); }
+void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  default_group().all_gather(outputs, input);
+}
+void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  default_group().reduce_scatter(output, inputs, op);
+}
+void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) {
+  default_group().gather(input, outputs, dst);
+}
+void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) {
+  default_group().scatter(output, inputs, src);
+}
+void send(const Tensor& tensor, int dst, int tag) { default_group().send(tensor, dst, tag); }
+void recv(Tensor& tensor, int src, int tag) { default_group().recv(tensor, src, tag); }
+
+}  // namespace dist

@@ -1,0 +1,647 @@
+// dist::Tensor (dist/tensor.h): storage, torch's type promotion and casts, and a port of
+// torch/_tensor_str.py (PyTorch 1.13, default print options) for 1-D tensors, so that what a rank
+// prints reads exactly like the Python program it mirrors.
+#include "dist/tensor.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace dist {
+namespace {
+
+[[noreturn]] void throw_invalid_dtype(DType dtype) {
+  throw Error("dist::Tensor: invalid dtype value " + std::to_string(static_cast<int>(dtype)) +
+              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
+}
+
+// Calls f(std::type_identity<T>{}) with the C++ element type of `dtype`: the one place that maps
+// the runtime dtype to compile-time code.
+template <typename F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case kFloat32:
+      return f(std::type_identity<float>{});
+    case kFloat64:
+      return f(std::type_identity<double>{});
+    case kInt32:
+      return f(std::type_identity<std::int32_t>{});
+    case kInt64:
+      return f(std::type_identity<std::int64_t>{});
+  }
+  throw_invalid_dtype(dtype);
+}
+
+// The same, for code that only exists for floating element types (true division).
+template <typename F>
+decltype(auto) visit_floating_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case kFloat32:
+      return f(std::type_identity<float>{});
+    case kFloat64:
+      return f(std::type_identity<double>{});
+    case kInt32:
+    case kInt64:
+      break;
+  }
+  throw Error("dist::Tensor: internal error: " + std::string(dtype_name(dtype)) +
+              " reached a floating-only kernel; true division must convert integers first");
+}
+
+// How C++ code names a dtype: "dist::kFloat32", for hints that show the fix.
+std::string_view constant_name(DType dtype) {
+  switch (dtype) {
+    case kFloat32:
+      return "dist::kFloat32";
+    case kFloat64:
+      return "dist::kFloat64";
+    case kInt32:
+      return "dist::kInt32";
+    case kInt64:
+      return "dist::kInt64";
+  }
+  throw_invalid_dtype(dtype);
+}
+
+std::string_view cpp_type_name(DType dtype) {
+  switch (dtype) {
+    case kFloat32:
+      return "float";
+    case kFloat64:
+      return "double";
+    case kInt32:
+      return "std::int32_t";
+    case kInt64:
+      return "std::int64_t";
+  }
+  throw_invalid_dtype(dtype);
+}
+
+// The shortest text that reads back as `value` ("0.1", "1e+20", "nan"), for error messages.
+std::string shortest_text(double value) {
+  char buf[32];
+  const auto result = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, result.ptr);
+}
+
+// torch casts float -> int by truncating toward zero. For NaN, infinities and values outside the
+// integer range C++ leaves the cast undefined (torch prints whatever the hardware gives), so this
+// refuses them instead.
+template <typename To>
+To float_to_int(double value) {
+  constexpr double kLow = static_cast<double>(std::numeric_limits<To>::min());  // -2^(bits-1)
+  const double truncated = std::trunc(value);
+  if (!(truncated >= kLow && truncated < -kLow)) {
+    throw Error("dist::Tensor: cannot convert " + shortest_text(value) + " to " +
+                std::string(dtype_name(dtype_of<To>())) + ": it is NaN, infinite or outside [" +
+                std::to_string(std::numeric_limits<To>::min()) + ", " +
+                std::to_string(std::numeric_limits<To>::max()) +
+                "]. Check the data for NaN/inf, or keep a floating dtype");
+  }
+  return static_cast<To>(truncated);
+}
+
+// double -> float: IEEE rounds finite values beyond FLT_MAX to +-FLT_MAX or +-inf, as torch does,
+// but C++ calls that conversion undefined, so the rounding is spelled out here.
+float narrow_to_float(double value) {
+  constexpr float kFloatMax = std::numeric_limits<float>::max();  // 2^128 - 2^104
+  constexpr double kHalfwayToInf = 0x1p128 - 0x1p103;  // ties round to even: 2^128, i.e. inf
+  if (std::isfinite(value) && std::fabs(value) > kFloatMax) {
+    const float magnitude =
+        std::fabs(value) >= kHalfwayToInf ? std::numeric_limits<float>::infinity() : kFloatMax;
+    return value < 0 ? -magnitude : magnitude;
+  }
+  return static_cast<float>(value);
+}
+
+// One element converted as torch's .to(dtype) converts it. Int -> int wraps modulo 2^bits (C++20
+// defines that), int -> float rounds to nearest.
+template <typename To, typename From>
+To convert(From value) {
+  if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return float_to_int<To>(value);
+  } else if constexpr (std::is_same_v<To, float> && std::is_same_v<From, double>) {
+    return narrow_to_float(value);
+  } else {
+    return static_cast<To>(value);
+  }
+}
+
+// +, -, * as torch computes them: integers wrap modulo 2^bits. Signed overflow is undefined in
+// C++, so integers go through their unsigned type, where wrapping is the defined behaviour.
+template <typename Op>
+struct Wrapping {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(Op{}(static_cast<U>(a), static_cast<U>(b)));
+    } else {
+      return Op{}(a, b);
+    }
+  }
+};
+using Add = Wrapping<std::plus<>>;
+using Subtract = Wrapping<std::minus<>>;
+using Multiply = Wrapping<std::multiplies<>>;
+
+// torch's `/` is true division: its operands are always converted to a floating dtype first, so
+// x / 0 is inf or nan, never undefined behaviour.
+struct TrueDivide {
+  template <std::floating_point T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+
+// Dispatches on a result dtype, instantiating only the element types `Op` is defined for.
+template <typename Op, typename F>
+void visit_result_dtype(DType dtype, F&& f) {
+  if constexpr (std::is_invocable_v<Op, std::int64_t, std::int64_t>) {
+    visit_dtype(dtype, f);
+  } else {
+    visit_floating_dtype(dtype, f);
+  }
+}
+
+// torch gives integer inputs its default dtype, float32, where the result must be floating: true
+// division, and arithmetic with a Python float.
+DType floating_result_type(DType dtype) {
+  return is_floating_point(dtype) ? dtype : kFloat32;
+}
+
+void check_same_numel(const Tensor& a, const Tensor& b, std::string_view op) {
+  if (a.numel() == b.numel()) return;
+  throw Error("dist::Tensor a " + std::string(op) + " b: sizes differ (a has " +
+              std::to_string(a.numel()) + " elements, b has " + std::to_string(b.numel()) +
+              "); dist::Tensor does not broadcast, so both operands need the same numel");
+}
+
+// a op b elementwise, computed in `result` after converting both operands to it, as torch does.
+template <typename Op>
+Tensor combine(const Tensor& a, const Tensor& b, DType result, Op op, std::string_view symbol) {
+  check_same_numel(a, b, symbol);
+  Tensor out = a.to(result);
+  const Tensor rhs = b.to(result);
+  visit_result_dtype<Op>(result, [&]<typename T>(std::type_identity<T>) {
+    T* o = out.data_ptr<T>();
+    const T* r = rhs.data_ptr<T>();
+    for (std::int64_t i = 0; i < out.numel(); ++i) o[i] = op(o[i], r[i]);
+  });
+  return out;
+}
+
+// a op s elementwise. torch converts the scalar to the result dtype before computing, so
+// float32 + 0.1 adds 0.1f in float arithmetic, and an int32 tensor + 2^40 adds 2^40 mod 2^32.
+template <typename Op, typename Scalar>
+Tensor combine_scalar(const Tensor& a, Scalar s, DType result, Op op) {
+  Tensor out = a.to(result);
+  visit_result_dtype<Op>(result, [&]<typename T>(std::type_identity<T>) {
+    const T scalar = convert<T>(s);
+    T* o = out.data_ptr<T>();
+    for (std::int64_t i = 0; i < out.numel(); ++i) o[i] = op(o[i], scalar);
+  });
+  return out;
+}
+
+// `self op= x` is `self = self op x` stored back in self's dtype. Like torch, it refuses a floating
+// result for an integer tensor rather than silently truncating it.
+Tensor& assign_result(Tensor& self, Tensor result, std::string_view op) {
+  if (is_floating_point(result.dtype()) && !is_floating_point(self.dtype())) {
+    throw Error("dist::Tensor " + std::string(op) + ": result type " +
+                std::string(dtype_name(result.dtype())) +
+                " can't be cast to the desired output type " +
+                std::string(dtype_name(self.dtype())) +
+                " (torch refuses this too). Convert the tensor first: t = t.to(" +
+                std::string(constant_name(result.dtype())) + "); t " + std::string(op) + " ...");
+  }
+  self = result.dtype() == self.dtype() ? std::move(result) : result.to(self.dtype());
+  return self;
+}
+
+// --- Printing: torch/_tensor_str.py with its default options. ---
+
+constexpr std::int64_t kThreshold = 1000;  // more elements than this are summarized
+constexpr std::int64_t kEdgeItems = 3;     // elements kept at each end of a summary
+constexpr std::size_t kLineWidth = 80;
+constexpr std::string_view kPrefix = "tensor(";  // its length is the continuation indent
+
+// The values torch formats: all of them, or only the kEdgeItems at each end when summarizing
+// (torch sizes its formatter on the summarized data, too).
+template <typename To, typename From>
+std::vector<To> shown_values(const From* data, std::int64_t numel) {
+  std::vector<To> values;
+  const auto take = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) values.push_back(static_cast<To>(data[i]));
+  };
+  if (numel > kThreshold) {
+    take(0, kEdgeItems);
+    take(numel - kEdgeItems, numel);
+  } else {
+    take(0, numel);
+  }
+  return values;
+}
+
+std::string pad_left(std::string text, std::size_t width) {
+  if (text.size() < width) text.insert(0, width - text.size(), ' ');
+  return text;
+}
+
+// Python's "{:.4f}" / "{:.4e}" / "{:.0f}": the same digits as printf (correctly rounded, two-digit
+// exponent at least), but NaN prints as "nan" whatever its sign bit.
+std::string python_format(double value, std::chars_format format, int precision) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  char buf[400];  // "{:.4f}" of 1.8e308 needs 315 characters
+  const auto result = std::to_chars(buf, buf + sizeof buf, value, format, precision);
+  return std::string(buf, result.ptr);
+}
+
+// torch's _Formatter for a floating tensor. Three modes, chosen from the nonzero finite values:
+//   int mode    every value is an integer: "1.", "-0.", "100."
+//   fixed mode  "%.4f": "1.5000"
+//   sci mode    "%.4e": "1.0000e+08", when the values span more than 1000x, exceed 1e8, or (outside
+//               int mode) go below 1e-4
+// and a common width that right-aligns every element.
+class FloatFormatter {
+ public:
+  explicit FloatFormatter(const std::vector<double>& values) {
+    std::vector<double> nonzero_finite;
+    std::copy_if(values.begin(), values.end(), std::back_inserter(nonzero_finite),
+                 [](double v) { return std::isfinite(v) && v != 0; });
+    if (nonzero_finite.empty()) return;  // torch keeps int mode and width 1: "0.", "nan"
+
+    double min_abs = std::numeric_limits<double>::infinity();
+    double max_abs = 0;
+    for (double v : nonzero_finite) {
+      min_abs = std::min(min_abs, std::fabs(v));
+      max_abs = std::max(max_abs, std::fabs(v));
+    }
+    int_mode_ = std::all_of(nonzero_finite.begin(), nonzero_finite.end(),
+                            [](double v) { return v == std::ceil(v); });
+    // torch checks "< 1e-4" only outside int mode; inside, it could not fire: nonzero integers
+    // are at least 1.
+    sci_mode_ = max_abs / min_abs > 1000.0 || max_abs > 1.0e8 || min_abs < 1.0e-4;
+    for (double v : nonzero_finite) max_width_ = std::max(max_width_, unpadded(v).size());
+  }
+
+  std::size_t width() const { return max_width_; }
+
+  std::string format(double value) const { return pad_left(unpadded(value), max_width_); }
+
+ private:
+  std::string unpadded(double value) const {
+    if (sci_mode_) return python_format(value, std::chars_format::scientific, 4);
+    if (!int_mode_) return python_format(value, std::chars_format::fixed, 4);
+    // The trailing dot marks a floating tensor whose values happen to be integers.
+    std::string text = python_format(value, std::chars_format::fixed, 0);
+    if (std::isfinite(value)) text += '.';
+    return text;
+  }
+
+  bool int_mode_ = true;
+  bool sci_mode_ = false;
+  std::size_t max_width_ = 1;
+};
+
+struct FormattedElements {
+  std::vector<std::string> items;  // each padded to `width`
+  std::size_t width = 1;
+};
+
+FormattedElements format_floats(const std::vector<double>& values) {
+  const FloatFormatter formatter(values);
+  FormattedElements out{{}, formatter.width()};
+  for (double v : values) out.items.push_back(formatter.format(v));
+  return out;
+}
+
+FormattedElements format_integers(const std::vector<std::int64_t>& values) {
+  FormattedElements out;
+  for (std::int64_t v : values) {
+    out.items.push_back(std::to_string(v));
+    out.width = std::max(out.width, out.items.back().size());
+  }
+  for (std::string& item : out.items) item = pad_left(std::move(item), out.width);
+  return out;
+}
+
+FormattedElements format_elements(const Tensor& t) {
+  return visit_dtype(t.dtype(), [&]<typename T>(std::type_identity<T>) {
+    // torch formats floats through Python floats, i.e. float32 values widened to double.
+    if constexpr (std::is_floating_point_v<T>) {
+      return format_floats(shown_values<double>(t.data_ptr<T>(), t.numel()));
+    } else {
+      return format_integers(shown_values<std::int64_t>(t.data_ptr<T>(), t.numel()));
+    }
+  });
+}
+
+// torch's _vector_str: as many elements per line as fit in the line width after the indent,
+// continuation lines aligned one past the "[".
+std::string vector_text(const std::vector<std::string>& items, std::size_t width) {
+  const std::size_t per_line =
+      std::max<std::size_t>(1, (kLineWidth - kPrefix.size()) / (width + 2));
+  const std::string line_break = ",\n" + std::string(kPrefix.size() + 1, ' ');
+  std::string text = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) text += i % per_line == 0 ? line_break : ", ";
+    text += items[i];
+  }
+  return text + "]";
+}
+
+// torch's _add_suffixes for one suffix: it goes on its own line when the last line would pass the
+// line width. (torch's "last line length" counts two more than the characters; kept as is.)
+std::string add_suffix(std::string text, std::string_view suffix) {
+  const std::size_t newline = text.rfind('\n');
+  const std::size_t last_line_len =
+      newline == std::string::npos ? text.size() + 2 : text.size() - newline + 1;
+  if (last_line_len + suffix.size() + 2 > kLineWidth) {
+    text += ",\n" + std::string(kPrefix.size(), ' ');
+  } else {
+    text += ", ";
+  }
+  return text += suffix;
+}
+
+}  // namespace
+
+std::size_t element_size(DType dtype) {
+  switch (dtype) {
+    case kFloat32:
+      return sizeof(float);
+    case kFloat64:
+      return sizeof(double);
+    case kInt32:
+      return sizeof(std::int32_t);
+    case kInt64:
+      return sizeof(std::int64_t);
+  }
+  throw_invalid_dtype(dtype);
+}
+
+bool is_floating_point(DType dtype) {
+  return dtype == kFloat32 || dtype == kFloat64;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case kFloat32:
+      return "torch.float32";
+    case kFloat64:
+      return "torch.float64";
+    case kInt32:
+      return "torch.int32";
+    case kInt64:
+      return "torch.int64";
+  }
+  throw_invalid_dtype(dtype);
+}
+
+DType promote_types(DType a, DType b) {
+  // Floating beats integer whatever the widths (int64 + float32 is float32); within a kind, the
+  // wider type wins.
+  if (is_floating_point(a) != is_floating_point(b)) return is_floating_point(a) ? a : b;
+  return element_size(a) >= element_size(b) ? a : b;
+}
+
+Tensor::Tensor(std::int64_t numel, DType dtype) : numel_(numel), dtype_(dtype) {
+  if (numel < 0) {
+    throw ConfigError("dist::Tensor: numel must be >= 0, got " + std::to_string(numel) +
+                      "; check the size passed to the factory (zeros/full/arange)");
+  }
+  const std::size_t size = dist::element_size(dtype);
+  if (static_cast<std::uint64_t>(numel) > std::numeric_limits<std::ptrdiff_t>::max() / size) {
+    throw ConfigError("dist::Tensor: numel " + std::to_string(numel) + " of " +
+                      std::string(dtype_name(dtype)) + " does not fit in memory");
+  }
+  bytes_.resize(static_cast<std::size_t>(numel) * size);
+}
+
+Tensor Tensor::zeros(std::int64_t n, DType dtype) {
+  return Tensor(n, dtype);
+}
+
+Tensor Tensor::full(std::int64_t n, double value, DType dtype) {
+  Tensor t(n, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::arange(std::int64_t n, DType dtype) {
+  Tensor t(n, dtype);
+  visit_dtype(dtype, [&]<typename T>(std::type_identity<T>) {
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+  });
+  return t;
+}
+
+double Tensor::item(std::int64_t i) const {
+  if (i < 0 || i >= numel_) {
+    throw Error("dist::Tensor::item(" + std::to_string(i) + "): index out of range for a tensor " +
+                "with " + std::to_string(numel_) + " elements; valid indices are 0..numel()-1");
+  }
+  return visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
+    return static_cast<double>(data_ptr<T>()[i]);
+  });
+}
+
+void Tensor::set(std::int64_t i, double value) {
+  if (i < 0 || i >= numel_) {
+    throw Error("dist::Tensor::set(" + std::to_string(i) + ", ...): index out of range for a " +
+                "tensor with " + std::to_string(numel_) +
+                " elements; valid indices are 0..numel()-1");
+  }
+  visit_dtype(dtype_,
+              [&]<typename T>(std::type_identity<T>) { data_ptr<T>()[i] = convert<T>(value); });
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor out(numel_, dtype);
+  visit_dtype(dtype_, [&]<typename From>(std::type_identity<From>) {
+    visit_dtype(dtype, [&]<typename To>(std::type_identity<To>) {
+      const From* src = data_ptr<From>();
+      To* dst = out.data_ptr<To>();
+      for (std::int64_t i = 0; i < numel_; ++i) dst[i] = convert<To>(src[i]);
+    });
+  });
+  return out;
+}
+
+void Tensor::fill_(double value) {
+  visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
+    std::fill_n(data_ptr<T>(), numel_, convert<T>(value));
+  });
+}
+
+void Tensor::copy_(const Tensor& src) {
+  if (src.numel() != numel_) {
+    throw Error("dist::Tensor::copy_: source has " + std::to_string(src.numel()) +
+                " elements, destination has " + std::to_string(numel_) +
+                "; copy_ needs equal numel (use assign_slice to write part of a tensor)");
+  }
+  *this = src.to(dtype_);
+}
+
+Tensor Tensor::slice(std::int64_t start, std::int64_t length) const {
+  if (start < 0 || length < 0 || start > numel_ || length > numel_ - start) {
+    throw Error("dist::Tensor::slice(start=" + std::to_string(start) +
+                ", length=" + std::to_string(length) + ") does not fit in a tensor with " +
+                std::to_string(numel_) + " elements; need 0 <= start and start + length <= numel");
+  }
+  Tensor out(length, dtype_);
+  const auto first = bytes_.begin() + static_cast<std::ptrdiff_t>(start * element_size());
+  std::copy_n(first, out.nbytes(), out.bytes_.begin());
+  return out;
+}
+
+void Tensor::assign_slice(std::int64_t start, const Tensor& values) {
+  if (start < 0 || start > numel_ || values.numel() > numel_ - start) {
+    throw Error("dist::Tensor::assign_slice(start=" + std::to_string(start) + ", " +
+                std::to_string(values.numel()) + " values) does not fit in a tensor with " +
+                std::to_string(numel_) +
+                " elements; need 0 <= start and start + values.numel() <= numel");
+  }
+  const Tensor converted = values.to(dtype_);
+  const auto first = bytes_.begin() + static_cast<std::ptrdiff_t>(start * element_size());
+  std::copy(converted.bytes_.begin(), converted.bytes_.end(), first);
+}
+
+bool Tensor::equal(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || numel_ != other.numel_) return false;
+  return visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
+    const T* a = data_ptr<T>();
+    return std::equal(a, a + numel_, other.data_ptr<T>());  // NaN == NaN is false, as in torch
+  });
+}
+
+double Tensor::sum() const {
+  return visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
+    const T* p = data_ptr<T>();
+    double total = 0;
+    for (std::int64_t i = 0; i < numel_; ++i) total += static_cast<double>(p[i]);
+    return total;
+  });
+}
+
+std::string Tensor::repr() const {
+  std::string text(kPrefix);
+  bool shows_dtype = false;
+  if (numel_ == 0) {
+    // No values to infer the dtype from, so torch names every dtype but the default float32.
+    text += "[]";
+    shows_dtype = dtype_ != kFloat32;
+  } else {
+    FormattedElements elements = format_elements(*this);
+    if (numel_ > kThreshold) elements.items.insert(elements.items.begin() + kEdgeItems, " ...");
+    text += vector_text(elements.items, elements.width);
+    // float32 and int64 are what torch.tensor infers from Python floats and ints; the others are
+    // named.
+    shows_dtype = dtype_ == kInt32 || dtype_ == kFloat64;
+  }
+  if (shows_dtype) text = add_suffix(std::move(text), "dtype=" + std::string(dtype_name(dtype_)));
+  return text + ")";
+}
+
+void Tensor::check_dtype(DType expected) const {
+  if (expected == dtype_) return;
+  throw Error("dist::Tensor::data_ptr<" + std::string(cpp_type_name(expected)) + ">() on a " +
+              std::string(dtype_name(dtype_)) + " tensor: the element type must match the dtype; " +
+              "use data_ptr<" + std::string(cpp_type_name(dtype_)) +
+              ">() or convert first with .to(" + std::string(constant_name(expected)) + ")");
+}
+
+Tensor& Tensor::operator+=(const Tensor& other) {
+  return assign_result(*this, *this + other, "+=");
+}
+Tensor& Tensor::operator-=(const Tensor& other) {
+  return assign_result(*this, *this - other, "-=");
+}
+Tensor& Tensor::operator*=(const Tensor& other) {
+  return assign_result(*this, *this * other, "*=");
+}
+Tensor& Tensor::operator/=(const Tensor& other) {
+  return assign_result(*this, *this / other, "/=");
+}
+Tensor& Tensor::operator+=(std::int64_t s) {
+  return assign_result(*this, *this + s, "+=");
+}
+Tensor& Tensor::operator-=(std::int64_t s) {
+  return assign_result(*this, *this - s, "-=");
+}
+Tensor& Tensor::operator*=(std::int64_t s) {
+  return assign_result(*this, *this * s, "*=");
+}
+Tensor& Tensor::operator/=(std::int64_t s) {
+  return assign_result(*this, *this / s, "/=");
+}
+Tensor& Tensor::operator+=(double s) {
+  return assign_result(*this, *this + s, "+=");
+}
+Tensor& Tensor::operator-=(double s) {
+  return assign_result(*this, *this - s, "-=");
+}
+Tensor& Tensor::operator*=(double s) {
+  return assign_result(*this, *this * s, "*=");
+}
+Tensor& Tensor::operator/=(double s) {
+  return assign_result(*this, *this / s, "/=");
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return combine(a, b, promote_types(a.dtype(), b.dtype()), Add{}, "+");
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return combine(a, b, promote_types(a.dtype(), b.dtype()), Subtract{}, "-");
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return combine(a, b, promote_types(a.dtype(), b.dtype()), Multiply{}, "*");
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return combine(a, b, floating_result_type(promote_types(a.dtype(), b.dtype())), TrueDivide{},
+                 "/");
+}
+
+// A Python int keeps the tensor's dtype; a Python float makes an integer tensor float32.
+Tensor operator+(const Tensor& a, std::int64_t s) {
+  return combine_scalar(a, s, a.dtype(), Add{});
+}
+Tensor operator-(const Tensor& a, std::int64_t s) {
+  return combine_scalar(a, s, a.dtype(), Subtract{});
+}
+Tensor operator*(const Tensor& a, std::int64_t s) {
+  return combine_scalar(a, s, a.dtype(), Multiply{});
+}
+Tensor operator/(const Tensor& a, std::int64_t s) {
+  return combine_scalar(a, s, floating_result_type(a.dtype()), TrueDivide{});
+}
+Tensor operator+(const Tensor& a, double s) {
+  return combine_scalar(a, s, floating_result_type(a.dtype()), Add{});
+}
+Tensor operator-(const Tensor& a, double s) {
+  return combine_scalar(a, s, floating_result_type(a.dtype()), Subtract{});
+}
+Tensor operator*(const Tensor& a, double s) {
+  return combine_scalar(a, s, floating_result_type(a.dtype()), Multiply{});
+}
+Tensor operator/(const Tensor& a, double s) {
+  return combine_scalar(a, s, floating_result_type(a.dtype()), TrueDivide{});
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.repr();
+}
+
+}  // namespace dist

@@ -1,0 +1,649 @@
+// Launcher tests: the real ddprun binary, run on probe_worker.
+//
+// They check what every rank is told (its variables and arguments), and what happens when
+// things go wrong: one failed rank, or one signal, must stop every rank within seconds, and
+// ddprun must say which rank failed and how. A bad command line must fail fast with a message
+// naming the flag and the value.
+//
+// The tests must never hang, whatever ddprun does: each ddprun runs in its own process group,
+// with a deadline, and at the deadline the whole group (ddprun and every rank) is killed and
+// the test fails. A stop within 5 s is what ddprun promises, so that bound is asserted.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr auto kDeadline = 20s;       // no run in these tests comes near it unless ddprun is broken
+constexpr double kStopLimitS = 5.0;   // a failure or a signal stops every rank within this
+constexpr double kUsageLimitS = 2.0;  // a bad command line fails at once: nothing is started
+
+// What one ddprun run left behind.
+struct Result {
+  int exit_code = -1;  // -1: ddprun did not exit by itself
+  std::string out;
+  std::string err;
+  double seconds = 0;  // from the start, or from the first signal the test sent, to the exit
+};
+
+// The test's environment without OMP_NUM_THREADS (so ddprun's notice about it is predictable),
+// plus `extra` ("NAME=value" entries).
+std::vector<std::string> environment_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (std::string(*entry).starts_with("OMP_NUM_THREADS=")) continue;
+    env.emplace_back(*entry);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> c_array(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& s : strings) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// One ddprun process, its output collected as it arrives.
+class Ddprun {
+ public:
+  explicit Ddprun(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv_strings = {DDPRUN_PATH};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<std::string> env_strings = environment_with(env);
+    std::vector<char*> argv = c_array(argv_strings);
+    std::vector<char*> envp = c_array(env_strings);
+    int out_pipe[2];
+    int err_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) std::abort();
+    started_ = Clock::now();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);  // its own group: kill(-pid) then reaches ddprun and every rank
+#ifdef __linux__
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // if the test binary dies, ddprun (and its ranks) too
+#endif
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::setpgid(pid_, pid_);  // as well as in the child: whichever runs first, the group exists
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    out_fd_ = out_pipe[0];
+    err_fd_ = err_pipe[0];
+  }
+
+  Ddprun(const Ddprun&) = delete;
+  Ddprun& operator=(const Ddprun&) = delete;
+
+  // A test that stops early (a failed ASSERT) still leaves no process behind.
+  ~Ddprun() {
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    close_fd(out_fd_);
+    close_fd(err_fd_);
+  }
+
+  // Reads until `n` probe lines have appeared on stdout: every rank has started and printed.
+  bool wait_for_ranks(int n) {
+    return wait_until([&] { return std::count(out_.begin(), out_.end(), '\n') >= n; });
+  }
+
+  bool wait_for_stderr(const std::string& text) {
+    return wait_until([&] { return err_.find(text) != std::string::npos; });
+  }
+
+  // To ddprun alone, as `kill PID` would. The first one starts the clock of Result::seconds.
+  void send(int signal) {
+    if (!signalled_) started_ = Clock::now();
+    signalled_ = true;
+    ::kill(pid_, signal);
+  }
+
+  // Reads to end-of-file on both pipes, then reaps ddprun. Reading first matters: a rank that
+  // outlives ddprun keeps the pipes open, and is caught at the deadline.
+  Result finish() {
+    const Clock::time_point deadline = started_ + kDeadline;
+    while ((out_fd_ >= 0 || err_fd_ >= 0) && Clock::now() < deadline) read_some(deadline);
+    int status = 0;
+    while (!reaped_ && Clock::now() < deadline) {
+      reaped_ = ::waitpid(pid_, &status, WNOHANG) == pid_;
+      if (!reaped_) std::this_thread::sleep_for(5ms);
+    }
+    Result result;
+    result.seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+    if (!reaped_) {
+      ADD_FAILURE() << "ddprun, or one of its ranks, was still running after " << kDeadline.count()
+                    << " s; killing them all. stderr so far:\n"
+                    << err_;
+      return result;  // the destructor kills the group
+    }
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    result.out = out_;
+    result.err = err_;
+    return result;
+  }
+
+ private:
+  template <typename Ready>
+  bool wait_until(Ready ready) {
+    const Clock::time_point deadline = Clock::now() + kDeadline;
+    while (!ready() && (out_fd_ >= 0 || err_fd_ >= 0) && Clock::now() < deadline) {
+      read_some(deadline);
+    }
+    return ready();
+  }
+
+  void read_some(Clock::time_point deadline) {
+    pollfd fds[] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};  // poll skips a closed (-1) fd
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (::poll(fds, 2, static_cast<int>(std::max<long>(left.count(), 0))) <= 0) return;
+    read_from(out_fd_, out_, fds[0].revents);
+    read_from(err_fd_, err_, fds[1].revents);
+  }
+
+  static void read_from(int& fd, std::string& into, short revents) {
+    if (fd < 0 || revents == 0) return;
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      into.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      close_fd(fd);
+    }
+  }
+
+  static void close_fd(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  std::string out_;
+  std::string err_;
+  Clock::time_point started_;
+  bool signalled_ = false;
+  bool reaped_ = false;
+};
+
+Result run_ddprun(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  Ddprun ddprun(args, env);
+  return ddprun.finish();
+}
+
+// One probe_worker line: "probe: PID=.. RANK=.. ... argv=ARGS".
+struct Probe {
+  std::map<std::string, std::string> vars;
+  std::string argv;
+  const std::string& operator[](const std::string& name) const { return vars.at(name); }
+};
+
+// The probe lines in `out`, in order of RANK.
+std::vector<Probe> probes_in(const std::string& out) {
+  std::vector<Probe> probes;
+  std::size_t start = 0;
+  for (std::size_t end; (end = out.find('\n', start)) != std::string::npos; start = end + 1) {
+    std::string line = out.substr(start, end - start);
+    if (!line.starts_with("probe: ")) continue;
+    Probe probe;
+    const std::size_t argv_at = line.find(" argv=");
+    probe.argv = line.substr(argv_at + 6);
+    std::size_t at = 7;
+    while (at < argv_at) {
+      const std::size_t space = std::min(line.find(' ', at), argv_at);
+      const std::string field = line.substr(at, space - at);
+      const std::size_t eq = field.find('=');
+      probe.vars[field.substr(0, eq)] = field.substr(eq + 1);
+      at = space + 1;
+    }
+    probes.push_back(probe);
+  }
+  std::sort(probes.begin(), probes.end(), [](const Probe& a, const Probe& b) {
+    return std::stoi(a["RANK"]) < std::stoi(b["RANK"]);
+  });
+  return probes;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// No rank may outlive ddprun: each pid a probe printed must be gone once ddprun has exited.
+void expect_every_probe_gone(const std::string& out) {
+  for (const Probe& probe : probes_in(out)) {
+    const pid_t pid = std::stoi(probe["PID"]);
+    EXPECT_TRUE(::kill(pid, 0) != 0 && errno == ESRCH)
+        << "rank " << probe["RANK"] << " (pid " << pid << ") is still running after ddprun exited";
+  }
+}
+
+// ---- What every rank is told
+
+TEST(Ddprun, GivesEachOfFourRanksItsRankAndTheSharedWorldSize) {
+  const Result r = run_ddprun({"--nproc-per-node", "4", PROBE_PATH});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Probe> ranks = probes_in(r.out);
+  ASSERT_EQ(ranks.size(), 4u) << r.out;
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE("rank " + std::to_string(i));
+    const Probe& p = ranks[i];
+    EXPECT_EQ(p["RANK"], std::to_string(i));
+    EXPECT_EQ(p["LOCAL_RANK"], std::to_string(i));
+    EXPECT_EQ(p["WORLD_SIZE"], "4");
+    EXPECT_EQ(p["LOCAL_WORLD_SIZE"], "4");
+    EXPECT_EQ(p["GROUP_RANK"], "0");
+    EXPECT_EQ(p["GROUP_WORLD_SIZE"], "1");
+    EXPECT_EQ(p["ROLE_RANK"], std::to_string(i));
+    EXPECT_EQ(p["ROLE_WORLD_SIZE"], "4");
+    EXPECT_EQ(p["ROLE_NAME"], "default");
+    EXPECT_EQ(p["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(p["MASTER_PORT"], "29500");
+    EXPECT_EQ(p["TORCHELASTIC_RESTART_COUNT"], "0");
+    EXPECT_EQ(p["TORCHELASTIC_MAX_RESTARTS"], "0");
+    EXPECT_EQ(p["TORCHELASTIC_RUN_ID"], "none");
+    EXPECT_EQ(p["OMP_NUM_THREADS"], "1");
+    EXPECT_EQ(p["DIST_LAUNCHER"], "ddprun");
+    EXPECT_EQ(p.argv, "");
+  }
+  EXPECT_TRUE(contains(r.err, "ddprun: setting OMP_NUM_THREADS=1 for each rank")) << r.err;
+  EXPECT_TRUE(contains(
+      r.err, "ddprun: starting 4 ranks (node 0 of 1, ranks 0-3), master 127.0.0.1:29500\n"))
+      << r.err;
+  EXPECT_EQ(count_of(r.err, "ddprun:"), 2) << "success should be quiet:\n" << r.err;
+}
+
+TEST(Ddprun, StartsOneRankByDefaultAndLeavesItsThreadsAlone) {
+  const Result r = run_ddprun({PROBE_PATH});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Probe> ranks = probes_in(r.out);
+  ASSERT_EQ(ranks.size(), 1u) << r.out;
+  EXPECT_EQ(ranks[0]["RANK"], "0");
+  EXPECT_EQ(ranks[0]["WORLD_SIZE"], "1");
+  EXPECT_EQ(ranks[0]["OMP_NUM_THREADS"], "<unset>");
+  EXPECT_TRUE(contains(r.err, "starting 1 rank (node 0 of 1, rank 0), master 127.0.0.1:29500"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "OMP_NUM_THREADS")) << r.err;
+}
+
+TEST(Ddprun, NumbersRanksAcrossNodesFromTheNodeRank) {
+  const Result r = run_ddprun({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2",
+                               "--master-addr", "10.1.2.3", "--master-port", "29999", PROBE_PATH});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Probe> ranks = probes_in(r.out);
+  ASSERT_EQ(ranks.size(), 2u) << r.out;
+  for (int local = 0; local < 2; ++local) {
+    SCOPED_TRACE("local rank " + std::to_string(local));
+    const Probe& p = ranks[local];
+    EXPECT_EQ(p["RANK"], std::to_string(2 + local));  // node_rank * nproc_per_node + local_rank
+    EXPECT_EQ(p["LOCAL_RANK"], std::to_string(local));
+    EXPECT_EQ(p["ROLE_RANK"], std::to_string(2 + local));
+    EXPECT_EQ(p["WORLD_SIZE"], "4");
+    EXPECT_EQ(p["ROLE_WORLD_SIZE"], "4");
+    EXPECT_EQ(p["LOCAL_WORLD_SIZE"], "2");
+    EXPECT_EQ(p["GROUP_RANK"], "1");
+    EXPECT_EQ(p["GROUP_WORLD_SIZE"], "2");
+    EXPECT_EQ(p["MASTER_ADDR"], "10.1.2.3");
+    EXPECT_EQ(p["MASTER_PORT"], "29999");
+  }
+  EXPECT_TRUE(contains(r.err, "starting 2 ranks (node 1 of 2, ranks 2-3), master 10.1.2.3:29999"))
+      << r.err;
+}
+
+TEST(Ddprun, AcceptsTorchrunSpellingsWithUnderscoresAndEquals) {
+  const Result dashes =
+      run_ddprun({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2", "--master-addr",
+                  "localhost", "--master-port", "29501", "--grace-period", "2", PROBE_PATH});
+  const Result underscores = run_ddprun(
+      {"--nnodes=2", "--node_rank=1", "--nproc_per_node", "2", "--master_addr=localhost",
+       "--master_port", "29501", "--grace_period=2", "--no-python", "--no_python", PROBE_PATH});
+  ASSERT_EQ(dashes.exit_code, 0) << dashes.err;
+  ASSERT_EQ(underscores.exit_code, 0) << underscores.err;
+  std::vector<Probe> a = probes_in(dashes.out);
+  std::vector<Probe> b = probes_in(underscores.out);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i].vars.erase("PID");
+    b[i].vars.erase("PID");
+    EXPECT_EQ(a[i].vars, b[i].vars);
+    EXPECT_EQ(a[i]["RANK"], std::to_string(2 + i));
+    EXPECT_EQ(a[i]["MASTER_ADDR"], "localhost");
+    EXPECT_EQ(a[i]["MASTER_PORT"], "29501");
+  }
+}
+
+TEST(Ddprun, KeepsTheRestOfTheEnvironmentButReplacesStaleLauncherVariables) {
+  const Result r = run_ddprun({"--nproc-per-node", "2", PROBE_PATH},
+                              {"DDPRUN_TEST_MARKER=kept", "OMP_NUM_THREADS=7", "RANK=99",
+                               "WORLD_SIZE=99", "MASTER_PORT=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Probe> ranks = probes_in(r.out);
+  ASSERT_EQ(ranks.size(), 2u) << r.out;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ranks[i]["DDPRUN_TEST_MARKER"], "kept");
+    EXPECT_EQ(ranks[i]["OMP_NUM_THREADS"], "7");  // the user's choice wins over ddprun's default
+    EXPECT_EQ(ranks[i]["RANK"], std::to_string(i));
+    EXPECT_EQ(ranks[i]["WORLD_SIZE"], "2");
+    EXPECT_EQ(ranks[i]["MASTER_PORT"], "29500");
+  }
+  EXPECT_FALSE(contains(r.err, "OMP_NUM_THREADS")) << r.err;
+}
+
+TEST(Ddprun, AppendsTheLocalRankArgumentOnlyWhenAsked) {
+  const Result with =
+      run_ddprun({"--nproc-per-node", "2", "--local-rank-arg", PROBE_PATH, "--sleep", "0"});
+  const Result without = run_ddprun({"--nproc-per-node", "2", PROBE_PATH, "--sleep", "0"});
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  const std::vector<Probe> a = probes_in(with.out);
+  const std::vector<Probe> b = probes_in(without.out);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].argv, "--sleep 0 --local_rank=0");
+  EXPECT_EQ(a[1].argv, "--sleep 0 --local_rank=1");
+  EXPECT_EQ(b[0].argv, "--sleep 0");
+  EXPECT_EQ(b[1].argv, "--sleep 0");
+}
+
+TEST(Ddprun, PassesEverythingAfterProgramToTheProgram) {
+  const Result after_program = run_ddprun({PROBE_PATH, "--nproc-per-node", "9", "--bogus"});
+  ASSERT_EQ(after_program.exit_code, 0) << after_program.err;
+  const std::vector<Probe> a = probes_in(after_program.out);
+  ASSERT_EQ(a.size(), 1u);  // --nproc-per-node 9 was PROGRAM's, not ddprun's
+  EXPECT_EQ(a[0].argv, "--nproc-per-node 9 --bogus");
+
+  const Result after_dashes = run_ddprun({"--nproc-per-node", "2", "--", PROBE_PATH, "--", "-x"});
+  ASSERT_EQ(after_dashes.exit_code, 0) << after_dashes.err;
+  const std::vector<Probe> b = probes_in(after_dashes.out);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].argv, "-- -x");
+}
+
+TEST(Ddprun, StandalonePicksAFreePortOnLoopback) {
+  const Result r = run_ddprun({"--standalone", "--nproc-per-node", "2", PROBE_PATH});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Probe> ranks = probes_in(r.out);
+  ASSERT_EQ(ranks.size(), 2u) << r.out;
+  EXPECT_EQ(ranks[0]["MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(ranks[0]["MASTER_PORT"], ranks[1]["MASTER_PORT"]);  // every rank meets at one place
+  const int port = std::stoi(ranks[0]["MASTER_PORT"]);
+  EXPECT_NE(port, 29500);
+  ASSERT_TRUE(port > 0 && port <= 65535);
+  EXPECT_TRUE(
+      contains(r.err, "master 127.0.0.1:" + std::to_string(port) + " (picked by --standalone)"))
+      << r.err;
+
+  // Free means rank 0 could listen there: try it.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+      << "port " << port << ": " << std::strerror(errno);
+  ::close(fd);
+}
+
+// ---- One failure stops everyone
+
+TEST(Ddprun, StopsTheOtherRanksWhenOneExitsNonZero) {
+  const Result r =
+      run_ddprun({"--nproc-per-node", "4", PROBE_PATH, "--exit-on-rank", "2:3", "--sleep", "60"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_LT(r.seconds, kStopLimitS);
+  EXPECT_TRUE(contains(r.err, "ddprun: rank 2 (local_rank 2, pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, ") exited with code 3; stopping the other 3 ranks\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ddprun: ---- summary ----\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ddprun:   rank 0  stopped by ddprun (SIGTERM)\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ddprun:   rank 2  exit code 3   <- first failure\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "ddprun: first failure: rank 2 exited with code 3; ddprun exits 3\n"))
+      << r.err;
+  expect_every_probe_gone(r.out);
+}
+
+TEST(Ddprun, ReportsARankKilledBySignalAndExits128PlusTheSignal) {
+  const Result r =
+      run_ddprun({"--nproc-per-node", "4", PROBE_PATH, "--sigkill-on-rank", "1", "--sleep", "60"});
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_LT(r.seconds, kStopLimitS);
+  EXPECT_TRUE(contains(r.err, "ddprun: rank 1 (local_rank 1, pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "was killed by signal 9 (SIGKILL); stopping the other 3 ranks"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 1  killed by signal 9 (SIGKILL)   <- first failure")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 3  stopped by ddprun (SIGTERM)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "out-of-memory")) << r.err;  // the hint for an unexplained SIGKILL
+  expect_every_probe_gone(r.out);
+}
+
+TEST(Ddprun, WaitsForEveryRankWhenOneFinishesEarlyWithExitCode0) {
+  const Result r =
+      run_ddprun({"--nproc-per-node", "3", PROBE_PATH, "--exit-on-rank", "0:0", "--sleep", "0.5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(probes_in(r.out).size(), 3u);
+  EXPECT_GE(r.seconds, 0.5);  // the other ranks were allowed to finish their sleep
+  EXPECT_FALSE(contains(r.err, "summary")) << r.err;
+}
+
+// ---- Signals sent to ddprun reach every rank
+
+TEST(Ddprun, PassesSigintSigtermAndSighupOnToEveryRank) {
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    const std::string name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP";
+    SCOPED_TRACE(name);
+    Ddprun ddprun({"--nproc-per-node", "4", PROBE_PATH, "--sleep", "60"});
+    ASSERT_TRUE(ddprun.wait_for_ranks(4));
+    ddprun.send(signal);
+    const Result r = ddprun.finish();
+    EXPECT_EQ(r.exit_code, 128 + signal) << r.err;
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_TRUE(
+        contains(r.err, "ddprun: received " + name + "; passing it on to the 4 running ranks"))
+        << r.err;
+    EXPECT_EQ(count_of(r.err, "stopped by ddprun (" + name + ")"), 4) << r.err;
+    EXPECT_TRUE(
+        contains(r.err, "stopped by " + name + "; ddprun exits " + std::to_string(128 + signal)))
+        << r.err;
+    expect_every_probe_gone(r.out);
+  }
+}
+
+TEST(Ddprun, SigkillsRanksThatIgnoreSigtermAfterTheGracePeriod) {
+  Ddprun ddprun({"--nproc-per-node", "4", "--grace-period", "1", PROBE_PATH, "--ignore-sigterm",
+                 "--sleep", "60"});
+  ASSERT_TRUE(ddprun.wait_for_ranks(4));
+  ddprun.send(SIGTERM);
+  const Result r = ddprun.finish();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_GE(r.seconds, 0.95);  // the ranks did get their grace period
+  EXPECT_LT(r.seconds, kStopLimitS);
+  EXPECT_TRUE(contains(r.err, "4 ranks still running after the 1 s grace period; sending SIGKILL"))
+      << r.err;
+  EXPECT_EQ(count_of(r.err, "killed by ddprun (SIGKILL)"), 4) << r.err;
+  expect_every_probe_gone(r.out);
+}
+
+TEST(Ddprun, ASecondSignalSkipsTheGracePeriod) {
+  Ddprun ddprun({"--nproc-per-node", "2", "--grace-period", "30", PROBE_PATH, "--ignore-sigterm",
+                 "--sleep", "60"});
+  ASSERT_TRUE(ddprun.wait_for_ranks(2));
+  ddprun.send(SIGTERM);
+  // Wait until ddprun has taken the first one: two pending SIGTERMs would merge into one.
+  ASSERT_TRUE(ddprun.wait_for_stderr("received SIGTERM"));
+  ddprun.send(SIGINT);
+  const Result r = ddprun.finish();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;  // the first signal decides
+  EXPECT_LT(r.seconds, kStopLimitS);
+  EXPECT_TRUE(contains(r.err, "received SIGINT while stopping; sending SIGKILL to the 2 ranks"))
+      << r.err;
+  expect_every_probe_gone(r.out);
+}
+
+// ---- Mistakes on the command line
+
+TEST(Ddprun, RejectsBadFlagValuesWithExitCode2NamingTheFlagAndValue) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> message;  // parts the error line must contain
+  };
+  const std::vector<Case> cases = {
+      {{"--nproc-per-node", "0", PROBE_PATH}, {"--nproc-per-node", "'0'", "1 to 1024"}},
+      {{"--nproc-per-node", "1025", PROBE_PATH}, {"--nproc-per-node", "'1025'"}},
+      {{"--nproc_per_node=abc", PROBE_PATH}, {"--nproc_per_node", "'abc'"}},
+      {{"--nproc-per-node", "4x", PROBE_PATH}, {"--nproc-per-node", "'4x'"}},
+      {{"--nproc-per-node", "auto", PROBE_PATH}, {"--nproc-per-node", "'auto'"}},
+      {{"--nproc-per-node=", PROBE_PATH}, {"--nproc-per-node", "''"}},
+      {{"--nnodes", "0", PROBE_PATH}, {"--nnodes", "'0'"}},
+      {{"--nnodes", "1:4", PROBE_PATH}, {"--nnodes", "'1:4'", "MIN:MAX"}},
+      {{"--nnodes", "2", "--node-rank", "2", PROBE_PATH}, {"--node-rank", "'2'", "--nnodes (2)"}},
+      {{"--node_rank=-1", PROBE_PATH}, {"--node_rank", "'-1'"}},
+      {{"--master-port", "0", PROBE_PATH}, {"--master-port", "'0'", "1 to 65535"}},
+      {{"--master_port=65536", PROBE_PATH}, {"--master_port", "'65536'"}},
+      {{"--master-port", "http", PROBE_PATH}, {"--master-port", "'http'"}},
+      {{"--master-addr=", PROBE_PATH}, {"--master-addr", "''"}},
+      {{"--grace-period", "0", PROBE_PATH}, {"--grace-period", "'0'"}},
+      {{"--grace-period", "61", PROBE_PATH}, {"--grace-period", "'61'", "at most 60"}},
+      {{"--grace_period=-1", PROBE_PATH}, {"--grace_period", "'-1'"}},
+      {{"--grace-period", "nan", PROBE_PATH}, {"--grace-period", "'nan'"}},
+      {{"--standalone", "--nnodes", "2", PROBE_PATH}, {"--standalone", "--nnodes is 2"}},
+      {{"--standalone", "--master-port", "1234", PROBE_PATH},
+       {"--standalone", "--master-port '1234'"}},
+      {{"--standalone=yes", PROBE_PATH}, {"--standalone", "'yes'"}},
+      {{"--bogus", PROBE_PATH}, {"unknown flag '--bogus'"}},
+      {{"--max_restarts=3", PROBE_PATH}, {"unknown flag '--max_restarts'"}},
+      {{"--nproc-per-node"}, {"--nproc-per-node needs a value"}},
+      {{}, {"missing PROGRAM"}},
+      {{"--nproc-per-node", "2"}, {"missing PROGRAM"}},
+      {{"--nproc-per-node", "2", "--"}, {"missing PROGRAM"}},
+  };
+  for (const Case& c : cases) {
+    std::string command = "ddprun";
+    for (const std::string& arg : c.args) command += " '" + arg + "'";
+    SCOPED_TRACE(command);
+    const Result r = run_ddprun(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_LT(r.seconds, kUsageLimitS);
+    EXPECT_EQ(r.out, "");  // nothing was started
+    EXPECT_EQ(count_of(r.err, "ddprun: error: "), 1) << r.err;
+    EXPECT_EQ(count_of(r.err, "ddprun: hint: "), 1) << r.err;
+    for (const std::string& part : c.message) EXPECT_TRUE(contains(r.err, part)) << r.err;
+  }
+}
+
+TEST(Ddprun, ReportsAProgramThatDoesNotExistOnceAndExits2) {
+  for (const std::string program :
+       {"/nonexistent/ddprun-test-program", "ddprun-test-no-such-program"}) {
+    SCOPED_TRACE(program);
+    const Result r = run_ddprun({"--nproc-per-node", "4", program});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_LT(r.seconds, kUsageLimitS);
+    EXPECT_EQ(count_of(r.err, "cannot run"), 1) << r.err;
+    EXPECT_TRUE(
+        contains(r.err, "ddprun: error: cannot run " + program + ": No such file or directory\n"))
+        << r.err;
+    EXPECT_FALSE(contains(r.err, "summary")) << r.err;  // no rank had started
+  }
+}
+
+TEST(Ddprun, ReportsAFileThatIsNotExecutableOnce) {
+  std::string path =
+      (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/ddprun-test-XXXXXX");
+  const int fd = ::mkstemp(path.data());
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ::chmod(path.c_str(), 0644);
+  const Result r = run_ddprun({"--nproc-per-node", "2", path});
+  ::unlink(path.c_str());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "cannot run"), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "cannot run " + path + ": Permission denied")) << r.err;
+  EXPECT_TRUE(contains(r.err, "chmod +x")) << r.err;
+}
+
+// ---- Help
+
+TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
+  for (const std::string flag : {"--help", "-h"}) {
+    SCOPED_TRACE(flag);
+    const Result r = run_ddprun({flag});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.err, "");
+    for (const std::string part : {"usage: ddprun [options] PROGRAM [ARGS...]",
+                                   "--nproc-per-node",
+                                   "--nnodes",
+                                   "--node-rank",
+                                   "--master-addr",
+                                   "--master-port",
+                                   "--standalone",
+                                   "--local-rank-arg",
+                                   "--grace-period",
+                                   "--no-python",
+                                   "--help",
+                                   "--version",
+                                   "RANK",
+                                   "LOCAL_RANK",
+                                   "WORLD_SIZE",
+                                   "LOCAL_WORLD_SIZE",
+                                   "GROUP_RANK",
+                                   "GROUP_WORLD_SIZE",
+                                   "ROLE_RANK",
+                                   "ROLE_WORLD_SIZE",
+                                   "ROLE_NAME",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
+                                   "TORCHELASTIC_RESTART_COUNT",
+                                   "TORCHELASTIC_MAX_RESTARTS",
+                                   "TORCHELASTIC_RUN_ID",
+                                   "OMP_NUM_THREADS",
+                                   "DIST_LAUNCHER",
+                                   "Exit codes"}) {
+      EXPECT_TRUE(contains(r.out, part)) << "--help does not mention " << part;
+    }
+  }
+  const Result version = run_ddprun({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_TRUE(version.out.starts_with("ddprun ")) << version.out;
+}
+
+}  // namespace

@@ -1,0 +1,107 @@
+// probe_worker — a stand-in for a distributed program, for the launcher tests.
+//
+// It prints, on one line, what its launcher gave it: the variables torchrun sets and its own
+// argv. Then, on request, it misbehaves, so that the tests can watch ddprun react:
+//
+//   --exit-on-rank R:CODE   rank R exits with CODE after a short delay
+//   --sigkill-on-rank R     rank R kills itself with SIGKILL after a short delay
+//   --sleep SECONDS         every other rank sleeps this long, then exits 0
+//   --ignore-sigterm        ignore SIGTERM, so that only SIGKILL can stop this rank
+//
+// Any other argument (such as --local_rank=N) is ignored; it only shows up in argv=.
+// It talks to no other rank: it tests the launcher, not communication.
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace {
+
+// Long enough for the other ranks to be running when this one fails, short for the tests.
+constexpr auto kFailureDelay = std::chrono::milliseconds(100);
+
+const char* const kVariables[] = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "OMP_NUM_THREADS",
+    "DIST_LAUNCHER",
+    "DDPRUN_TEST_MARKER",
+};
+
+struct Behaviour {
+  int exit_rank = -1;
+  int exit_code = 0;
+  int sigkill_rank = -1;
+  double sleep_s = 0;
+  bool ignore_sigterm = false;
+};
+
+Behaviour read_behaviour(int argc, char** argv) {
+  Behaviour b;
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--exit-on-rank") {
+      b.exit_rank = std::stoi(value.substr(0, value.find(':')));
+      b.exit_code = std::stoi(value.substr(value.find(':') + 1));
+    } else if (flag == "--sigkill-on-rank") {
+      b.sigkill_rank = std::stoi(value);
+    } else if (flag == "--sleep") {
+      b.sleep_s = std::stod(value);
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--ignore-sigterm") b.ignore_sigterm = true;
+  }
+  return b;
+}
+
+// One line, one write(): lines from several ranks never tear into each other.
+void print_what_the_launcher_gave(int argc, char** argv) {
+  std::string line = "probe: PID=" + std::to_string(::getpid());
+  for (const char* name : kVariables) {
+    const char* value = std::getenv(name);
+    line += std::string(" ") + name + "=" + (value != nullptr ? value : "<unset>");
+  }
+  line += " argv=";
+  for (int i = 1; i < argc; ++i) line += (i > 1 ? " " : "") + std::string(argv[i]);
+  line += "\n";
+  [[maybe_unused]] const ssize_t written = ::write(STDOUT_FILENO, line.data(), line.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Behaviour behaviour = read_behaviour(argc, argv);
+  // Before the line is printed: a test that has seen the line knows SIGTERM is already ignored.
+  if (behaviour.ignore_sigterm) std::signal(SIGTERM, SIG_IGN);
+  print_what_the_launcher_gave(argc, argv);
+
+  const char* rank_text = std::getenv("RANK");
+  const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
+  if (rank == behaviour.exit_rank) {
+    std::this_thread::sleep_for(kFailureDelay);
+    return behaviour.exit_code;
+  }
+  if (rank == behaviour.sigkill_rank) {
+    std::this_thread::sleep_for(kFailureDelay);
+    std::raise(SIGKILL);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(behaviour.sleep_s));
+  return 0;
+}

@@ -1,0 +1,208 @@
+// Every collective x dtype x reduce op, at world sizes 1, 2, 3, 4 and 8, on real processes over
+// loopback, each result compared with its closed form. Sizes: 0, 1 and 7 elements, and a large
+// size of 16 MiB: the per-rank tensor for all_reduce, broadcast and send/recv, and the whole
+// gathered or scattered buffer for all_gather, gather, scatter and reduce_scatter.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dist/dist.h"
+#include "ranks.h"
+
+namespace {
+
+using dist::DType;
+using dist::ReduceOp;
+using dist::Tensor;
+
+constexpr std::int64_t kLargeBytes = 16 * 1024 * 1024;
+
+// Counts mismatches and keeps the first few for the report.
+struct Checker {
+  int rank;
+  int failures = 0;
+  std::ostringstream log;
+
+  void expect(const std::string& what, const Tensor& got, std::int64_t i, double want) {
+    const double v = got.item(i);
+    if (v == want) return;
+    if (++failures <= 10) {
+      log << "rank " << rank << " " << what << ": element " << i << " is " << v << ", expected "
+          << want << "\n";
+    }
+  }
+  // Checks every element of `got` against want(i).
+  template <typename F>
+  void expect_all(const std::string& what, const Tensor& got, std::int64_t n, DType dtype, F want) {
+    if (got.numel() != n || got.dtype() != dtype) {
+      ++failures;
+      log << "rank " << rank << " " << what << ": got " << got.numel() << " elements of "
+          << dist::dtype_name(got.dtype()) << "\n";
+      return;
+    }
+    for (std::int64_t i = 0; i < n; ++i) expect(what, got, i, want(i));
+  }
+};
+
+template <typename F>
+Tensor make(std::int64_t n, DType dtype, F value) {
+  Tensor t(n, dtype);
+  for (std::int64_t i = 0; i < n; ++i) t.set(i, value(i));
+  return t;
+}
+
+std::vector<ReduceOp> ops_for(DType dtype) {
+  if (dist::is_floating_point(dtype)) {
+    return {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::AVG};
+  }
+  return {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
+          ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR};
+}
+
+// Rank r's element i for each op, and the closed form of the reduction over W ranks.
+double input_for(ReduceOp op, int r, std::int64_t i) {
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG: return (r + 1) + static_cast<double>(i % 7);
+    case ReduceOp::PRODUCT: return 1 + (r + i) % 2;
+    case ReduceOp::MIN:
+    case ReduceOp::MAX: return static_cast<double>(i % 5) - 2 * r;
+    default: return static_cast<double>((std::int64_t{1} << r) | ((i % 4) << 10));
+  }
+}
+double reduced(ReduceOp op, std::int64_t W, std::int64_t i) {
+  const std::int64_t high = (i % 4) << 10;
+  switch (op) {
+    case ReduceOp::SUM: return static_cast<double>(W * (W + 1) / 2 + W * (i % 7));
+    case ReduceOp::AVG: return static_cast<double>(W * (W + 1) / 2 + W * (i % 7)) / static_cast<double>(W);
+    case ReduceOp::PRODUCT: return static_cast<double>(std::int64_t{1} << (i % 2 == 0 ? W / 2 : (W + 1) / 2));
+    case ReduceOp::MIN: return static_cast<double>(i % 5 - 2 * (W - 1));
+    case ReduceOp::MAX: return static_cast<double>(i % 5);
+    case ReduceOp::BAND: return static_cast<double>(W == 1 ? (1 | high) : high);
+    case ReduceOp::BOR: return static_cast<double>(((std::int64_t{1} << W) - 1) | high);
+    case ReduceOp::BXOR: return static_cast<double>(((std::int64_t{1} << W) - 1) | (W % 2 ? high : 0));
+  }
+  return 0;
+}
+
+void check_all_reduce(Checker& c, int W, DType dtype, std::int64_t n) {
+  for (ReduceOp op : ops_for(dtype)) {
+    Tensor t = make(n, dtype, [&](std::int64_t i) { return input_for(op, c.rank, i); });
+    dist::all_reduce(t, op);
+    c.expect_all(std::string("all_reduce ") + dist::reduce_op_name(op), t, n, dtype,
+                 [&](std::int64_t i) { return reduced(op, W, i); });
+  }
+}
+
+void check_broadcast(Checker& c, int W, DType dtype, std::int64_t n) {
+  const int src = W - 1;
+  Tensor t = make(n, dtype, [&](std::int64_t i) { return c.rank * 1000.0 + static_cast<double>(i % 11); });
+  dist::broadcast(t, src);
+  c.expect_all("broadcast", t, n, dtype, [&](std::int64_t i) { return src * 1000.0 + static_cast<double>(i % 11); });
+}
+
+void check_all_gather(Checker& c, int W, DType dtype, std::int64_t n) {
+  Tensor mine = make(n, dtype, [&](std::int64_t i) { return c.rank * 100.0 + static_cast<double>(i % 13); });
+  std::vector<Tensor> all;
+  dist::all_gather(all, mine);
+  if (static_cast<int>(all.size()) != W) {
+    ++c.failures;
+    c.log << "all_gather returned " << all.size() << " tensors\n";
+    return;
+  }
+  for (int j = 0; j < W; ++j) {
+    c.expect_all("all_gather[" + std::to_string(j) + "]", all[static_cast<std::size_t>(j)], n, dtype,
+                 [&](std::int64_t i) { return j * 100.0 + static_cast<double>(i % 13); });
+  }
+}
+
+void check_reduce_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
+  std::vector<Tensor> inputs;
+  for (int j = 0; j < W; ++j) {
+    inputs.push_back(make(n, dtype, [&](std::int64_t i) { return c.rank + j * 10.0 + static_cast<double>(i % 3); }));
+  }
+  Tensor out(n, dtype);
+  dist::reduce_scatter(out, inputs, ReduceOp::SUM);
+  c.expect_all("reduce_scatter", out, n, dtype, [&](std::int64_t i) {
+    return W * (W - 1) / 2.0 + W * (c.rank * 10.0 + static_cast<double>(i % 3));
+  });
+}
+
+void check_gather_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
+  Tensor mine = make(n, dtype, [&](std::int64_t i) { return c.rank * 10.0 + static_cast<double>(i % 9); });
+  std::vector<Tensor> gathered;
+  dist::gather(mine, c.rank == 0 ? &gathered : nullptr, 0);
+  if (c.rank == 0) {
+    for (int j = 0; j < W; ++j) {
+      c.expect_all("gather[" + std::to_string(j) + "]", gathered[static_cast<std::size_t>(j)], n, dtype,
+                   [&](std::int64_t i) { return j * 10.0 + static_cast<double>(i % 9); });
+    }
+  }
+  const int src = W - 1;
+  std::vector<Tensor> pieces;
+  for (int j = 0; j < W; ++j) {
+    pieces.push_back(make(n, dtype, [&](std::int64_t i) { return j * 3.0 + static_cast<double>(i % 4); }));
+  }
+  Tensor out(n, dtype);
+  dist::scatter(out, c.rank == src ? &pieces : nullptr, src);
+  c.expect_all("scatter", out, n, dtype, [&](std::int64_t i) { return c.rank * 3.0 + static_cast<double>(i % 4); });
+}
+
+// Rank 0 sends to every other rank (tag = its rank), then each answers rank 0 (tag 100 + rank).
+void check_send_recv(Checker& c, int W, DType dtype, std::int64_t n) {
+  auto payload = [](int r) { return [r](std::int64_t i) { return r * 7.0 + static_cast<double>(i % 5); }; };
+  if (c.rank == 0) {
+    for (int r = 1; r < W; ++r) dist::send(make(n, dtype, payload(r)), r, r);
+    for (int r = 1; r < W; ++r) {
+      Tensor back(n, dtype);
+      dist::recv(back, r, 100 + r);
+      c.expect_all("recv from " + std::to_string(r), back, n, dtype, payload(100 + r));
+    }
+  } else {
+    Tensor got(n, dtype);
+    dist::recv(got, 0, c.rank);
+    c.expect_all("recv from 0", got, n, dtype, payload(c.rank));
+    dist::send(make(n, dtype, payload(100 + c.rank)), 0, 100 + c.rank);
+  }
+}
+
+int run_every_collective(int rank, int world, int port) {
+  dist::testing::set_launcher_env(rank, world, port);
+  dist::init_process_group({.backend = "gloo"});
+  Checker c{rank};
+  for (DType dtype : {dist::kFloat32, dist::kFloat64, dist::kInt32, dist::kInt64}) {
+    const auto large = kLargeBytes / static_cast<std::int64_t>(dist::element_size(dtype));
+    for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, large}) {
+      check_all_reduce(c, world, dtype, n);
+      check_broadcast(c, world, dtype, n);
+      check_send_recv(c, world, dtype, n);
+      // For the list collectives the large size is the whole buffer, split across the ranks.
+      const std::int64_t piece = n == large ? large / world : n;
+      check_all_gather(c, world, dtype, piece);
+      check_reduce_scatter(c, world, dtype, piece);
+      check_gather_scatter(c, world, dtype, piece);
+    }
+  }
+  dist::barrier();
+  dist::destroy_process_group();
+  std::cout << c.log.str() << "failures: " << c.failures << std::endl;
+  return c.failures == 0 ? 0 : 1;
+}
+
+class EveryCollective : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryCollective, MatchesItsClosedFormForEveryDtypeOpAndSize) {
+  const int world = GetParam();
+  const int port = dist::testing::free_port();
+  auto results = dist::testing::run_ranks(world, [&](int r) { return run_every_collective(r, world, port); },
+                                          std::chrono::seconds(240));
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << dist::testing::describe(results);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, EveryCollective, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& p) { return "world" + std::to_string(p.param); });
+
+}  // namespace

@@ -1,0 +1,409 @@
+// init_process_group on real processes: the three init methods, precedence, get_dist_info,
+// destroy and re-init, and every kind of bad input ending fast with a message that names it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "dist/dist.h"
+#include "ranks.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dist::testing::describe;
+using dist::testing::RankResult;
+using dist::testing::run_ranks;
+using dist::testing::set_env;
+using dist::testing::set_launcher_env;
+using Clock = std::chrono::steady_clock;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Every rank all-reduces (rank + 1) and checks the sum W(W+1)/2.
+int sum_check() {
+  const int world = dist::get_world_size();
+  auto t = dist::full(3, dist::get_rank() + 1.0, dist::kFloat64);
+  dist::all_reduce(t);
+  return t.equal(dist::full(3, world * (world + 1) / 2.0, dist::kFloat64)) ? 0 : 1;
+}
+
+void expect_all_ok(const std::vector<RankResult>& results) {
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+}
+
+// ---- The init methods -------------------------------------------------------------------------
+
+TEST(InitMethod, EnvReadsRankWorldSizeAndMaster) {
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(3, [&](int rank) {
+    set_launcher_env(rank, 3, port);
+    dist::init_process_group();
+    const dist::DistInfo info = dist::get_dist_info();
+    DIST_CHECK(info.initialized && info.rank == rank && info.world_size == 3, "identity");
+    DIST_CHECK(info.local_rank == rank && info.local_world_size == 3, "local identity");
+    DIST_CHECK(info.master_addr == "127.0.0.1" && info.master_port == port, "master");
+    DIST_CHECK(info.backend == "gloo" && info.init_method == "env://", "backend");
+    const int rc = sum_check();
+    dist::destroy_process_group();
+    return rc;
+  }));
+}
+
+TEST(InitMethod, TcpUrlWithRankAndWorldSizeInTheQuery) {
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(2, [&](int rank) {
+    set_env({{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}});
+    const std::string url = "tcp://127.0.0.1:" + std::to_string(port) + "?rank=" +
+                            std::to_string(rank) + "&world_size=2";
+    dist::init_process_group({.init_method = url});
+    DIST_CHECK(dist::get_rank() == rank && dist::get_world_size() == 2, "identity");
+    DIST_CHECK(dist::get_dist_info().master_port == port, "port from the URL");
+    const int rc = sum_check();
+    dist::destroy_process_group();
+    return rc;
+  }));
+}
+
+TEST(InitMethod, FileUrlWithExplicitArguments) {
+  const std::string path = "/tmp/dist_init_test_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  expect_all_ok(run_ranks(4, [&](int rank) {
+    set_env({{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}});
+    dist::init_process_group({.init_method = "file://" + path, .world_size = 4, .rank = rank});
+    const int rc = sum_check();
+    dist::destroy_process_group();
+    return rc;
+  }));
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the file store was left behind";
+}
+
+// ---- Precedence: explicit arguments > URL query > environment ------------------------------------
+
+TEST(Precedence, ExplicitArgumentsBeatTheEnvironment) {
+  // Seed 001: WORLD_SIZE=2 in the environment, world_size=1 in the call: it runs alone, at once.
+  const int port = dist::testing::free_port();
+  const auto start = Clock::now();
+  expect_all_ok(run_ranks(1, [&](int) {
+    set_launcher_env(0, 2, port);
+    dist::init_process_group({.world_size = 1, .rank = 0});
+    DIST_CHECK(dist::get_world_size() == 1 && dist::get_rank() == 0, "explicit arguments win");
+    dist::destroy_process_group();
+    return 0;
+  }));
+  EXPECT_LT(Clock::now() - start, 10s);
+}
+
+TEST(Precedence, TheUrlQueryBeatsTheEnvironment) {
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(1, [&](int) {
+    set_launcher_env(1, 2, port);
+    dist::init_process_group(
+        {.init_method = "tcp://127.0.0.1:" + std::to_string(port) + "?rank=0&world_size=1"});
+    DIST_CHECK(dist::get_world_size() == 1 && dist::get_rank() == 0, "the query wins");
+    dist::destroy_process_group();
+    return 0;
+  }));
+}
+
+TEST(Precedence, ExplicitArgumentsBeatTheUrlQuery) {
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(1, [&](int) {
+    set_launcher_env(1, 4, port);
+    dist::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(port) +
+                                             "?rank=1&world_size=2",
+                              .world_size = 1,
+                              .rank = 0});
+    DIST_CHECK(dist::get_world_size() == 1 && dist::get_rank() == 0, "the arguments win");
+    dist::destroy_process_group();
+    return 0;
+  }));
+}
+
+TEST(Precedence, EachValueIsResolvedOnItsOwn) {
+  // rank from the argument, world_size from the environment.
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(2, [&](int rank) {
+    set_launcher_env(0, 2, port);  // every process claims RANK=0 in the environment
+    dist::init_process_group({.rank = rank});
+    DIST_CHECK(dist::get_rank() == rank && dist::get_world_size() == 2, "mixed sources");
+    dist::destroy_process_group();
+    return 0;
+  }));
+}
+
+// ---- Life cycle --------------------------------------------------------------------------------
+
+TEST(LifeCycle, BeforeInitGetDistInfoAnswersLikeMmcv) {
+  expect_all_ok(run_ranks(1, [](int) {
+    set_env({{"RANK", ""}, {"WORLD_SIZE", ""}});
+    const dist::DistInfo info = dist::get_dist_info();
+    DIST_CHECK(!dist::is_initialized() && !info.initialized, "not initialized");
+    DIST_CHECK(info.rank == 0 && info.world_size == 1 && info.backend.empty(), "defaults");
+    return 0;
+  }));
+}
+
+TEST(LifeCycle, GetRankBeforeInitIsAnErrorThatSaysWhatToCall) {
+  auto results = run_ranks(1, [](int) { return dist::get_rank(); });
+  EXPECT_EQ(results[0].exit_code, 1);
+  EXPECT_TRUE(contains(results[0].output, "call dist::init_process_group() first")) << results[0].output;
+}
+
+TEST(LifeCycle, DestroyThenReinitWorksRepeatedly) {
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(3, [&](int rank) {
+    set_launcher_env(rank, 3, port);
+    for (int round = 0; round < 3; ++round) {
+      dist::init_process_group();
+      if (sum_check() != 0) return 1;
+      dist::destroy_process_group();
+      DIST_CHECK(!dist::is_initialized(), "destroyed");
+    }
+    return 0;
+  }));
+}
+
+TEST(LifeCycle, TwoGroupsOneAfterAnotherWithDifferentInitMethods) {
+  const int port = dist::testing::free_port();
+  const std::string path = "/tmp/dist_two_groups_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  expect_all_ok(run_ranks(2, [&](int rank) {
+    set_launcher_env(rank, 2, port);
+    dist::init_process_group({.group_name = "first"});
+    if (sum_check() != 0) return 1;
+    dist::destroy_process_group();
+    dist::init_process_group({.init_method = "file://" + path, .group_name = "second"});
+    if (sum_check() != 0) return 1;
+    dist::destroy_process_group();
+    return 0;
+  }));
+}
+
+TEST(LifeCycle, ASecondInitWithoutDestroyIsAClearError) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(1, [&](int) {
+    set_launcher_env(0, 1, port);
+    dist::init_process_group();
+    dist::init_process_group();
+    return 0;
+  });
+  EXPECT_EQ(results[0].exit_code, 1);
+  EXPECT_TRUE(contains(results[0].output, "init_process_group was called twice")) << results[0].output;
+  EXPECT_TRUE(contains(results[0].output, "destroy_process_group()")) << results[0].output;
+}
+
+// ---- Bad input: non-zero exit, fast, with a message that names the problem ----------------------
+
+struct Failure {
+  int exit_code;
+  std::string message;
+};
+
+// Runs `world` ranks that only initialise, with a 3 s timeout, and checks every rank fails with
+// `want` within `limit`.
+void expect_init_fails(int world, const std::function<void(int rank)>& setup, const Failure& want,
+                       std::chrono::seconds limit = 15s) {
+  const auto start = Clock::now();
+  auto results = run_ranks(world, [&](int rank) {
+    setup(rank);
+    dist::init_process_group({.timeout = 3s});
+    return 0;
+  }, 60s);
+  EXPECT_LT(Clock::now() - start, limit);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, want.exit_code) << describe(results);
+    EXPECT_TRUE(contains(r.output, want.message)) << "wanted: " << want.message << "\n" << describe(results);
+  }
+}
+
+TEST(BadInput, RankNotBelowWorldSize) {
+  const int port = dist::testing::free_port();
+  expect_init_fails(1, [&](int) {
+    set_launcher_env(0, 2, port);
+    set_env({{"RANK", "2"}});
+  },
+                    {2, "rank 2 (from RANK) is out of range for world_size 2 (from WORLD_SIZE): "
+                        "ranks are 0..1"});
+}
+
+TEST(BadInput, NonNumericWorldSize) {
+  const int port = dist::testing::free_port();
+  expect_init_fails(1, [&](int) {
+    set_launcher_env(0, 1, port);
+    set_env({{"WORLD_SIZE", "two"}});
+  }, {2, "WORLD_SIZE=\"two\" is not an integer"});
+}
+
+TEST(BadInput, MissingMasterAddr) {
+  const int port = dist::testing::free_port();
+  expect_init_fails(1, [&](int) {
+    set_launcher_env(0, 1, port);
+    set_env({{"MASTER_ADDR", ""}});
+  }, {2, "MASTER_ADDR is not set"});
+}
+
+TEST(BadInput, MissingRank) {
+  expect_init_fails(1, [&](int) { set_env({{"RANK", ""}, {"WORLD_SIZE", "1"}}); },
+                    {2, "rank is not set: pass it to init_process_group"});
+}
+
+TEST(BadInput, MalformedInitMethod) {
+  const int port = dist::testing::free_port();
+  for (const std::string url : {"tcp://127.0.0.1", "tcp://127.0.0.1:99999", "file://relative/path",
+                                "udp://127.0.0.1:1", "env://?rank=x", "env://?color=blue"}) {
+    auto results = run_ranks(1, [&](int) {
+      set_launcher_env(0, 1, port);
+      dist::init_process_group({.init_method = url});
+      return 0;
+    });
+    EXPECT_EQ(results[0].exit_code, 2) << url << "\n" << results[0].output;
+    EXPECT_TRUE(contains(results[0].output, "init_method")) << results[0].output;
+  }
+}
+
+TEST(BadInput, MasterPortAlreadyInUse) {
+  // Something else holds the port: rank 0 cannot host the store there, and rank 1 finds a
+  // stranger instead of a store. Both say so and exit 2.
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(holder, 16), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  const auto start = Clock::now();
+  auto results = run_ranks(2, [&](int rank) {
+    set_launcher_env(rank, 2, port);
+    dist::init_process_group({.timeout = 20s});
+    return 0;
+  }, 60s);
+  ::close(holder);
+  EXPECT_LT(Clock::now() - start, 15s);
+  EXPECT_EQ(results[0].exit_code, 2) << describe(results);
+  EXPECT_TRUE(contains(results[0].output, "port " + std::to_string(port) + " on 127.0.0.1 is already in use"))
+      << describe(results);
+  EXPECT_EQ(results[1].exit_code, 2) << describe(results);
+  EXPECT_TRUE(contains(results[1].output, "not this job's store")) << describe(results);
+}
+
+TEST(BadInput, ARankThatNeverArrivesIsNamed) {
+  // WORLD_SIZE=4 but only ranks 0 and 1 start.
+  const int port = dist::testing::free_port();
+  expect_init_fails(2, [&](int rank) { set_launcher_env(rank, 4, port); },
+                    {1, "ranks 2, 3 of world_size 4 never joined at 127.0.0.1:" + std::to_string(port)});
+}
+
+TEST(BadInput, RankZeroThatNeverStartsIsNamedByTheOthers) {
+  const int port = dist::testing::free_port();
+  expect_init_fails(1, [&](int) { set_launcher_env(1, 2, port); },
+                    {1, "could not reach the store at 127.0.0.1:" + std::to_string(port)});
+}
+
+TEST(BadInput, RanksThatDisagreeAboutWorldSizeAllStopAtOnce) {
+  const int port = dist::testing::free_port();
+  const auto start = Clock::now();
+  auto results = run_ranks(2, [&](int rank) {
+    set_launcher_env(rank, rank == 0 ? 2 : 3, port);
+    if (rank == 1) std::this_thread::sleep_for(200ms);  // let rank 0 record its world_size first
+    dist::init_process_group({.timeout = 30s});
+    return 0;
+  }, 60s);
+  EXPECT_LT(Clock::now() - start, 10s) << "a conflict must not wait out the timeout";
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 2) << describe(results);
+    EXPECT_TRUE(contains(r.output, "rank 1 has world_size 3 but an earlier rank said 2")) << describe(results);
+  }
+}
+
+TEST(BadInput, TwoProcessesWithTheSameRank) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(3, [&](int rank) {
+    set_launcher_env(rank == 2 ? 1 : rank, 3, port);
+    dist::init_process_group({.timeout = 20s});
+    return 0;
+  }, 60s);
+  int reported = 0;
+  for (const auto& r : results) {
+    EXPECT_NE(r.exit_code, 0) << describe(results);
+    reported += contains(r.output, "two processes claim rank 1");
+  }
+  EXPECT_EQ(reported, 3) << describe(results);
+}
+
+// ---- Failures after init ------------------------------------------------------------------------
+
+TEST(AfterInit, ACollectiveCalledByOnlySomeRanksTimesOutNamingIt) {
+  const int port = dist::testing::free_port();
+  const auto start = Clock::now();
+  auto results = run_ranks(2, [&](int rank) {
+    set_launcher_env(rank, 2, port);
+    dist::init_process_group({.timeout = 2s});
+    if (rank == 0) {
+      auto t = dist::zeros(4);
+      dist::all_reduce(t);
+    } else {
+      std::this_thread::sleep_for(4s);  // rank 1 skips the call but stays alive
+    }
+    return 0;
+  }, 60s);
+  EXPECT_LT(Clock::now() - start, 15s);
+  EXPECT_EQ(results[0].exit_code, 1) << describe(results);
+  EXPECT_TRUE(contains(results[0].output, "all_reduce #1 (SUM, torch.float32, 4 elements) timed out"))
+      << describe(results);
+}
+
+TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
+  const int port = dist::testing::free_port();
+  const auto start = Clock::now();
+  auto results = run_ranks(3, [&](int rank) {
+    set_launcher_env(rank, 3, port);
+    dist::init_process_group({.timeout = 30s});
+    if (rank == 2) ::_exit(3);  // dies without a word
+    auto t = dist::zeros(1 << 16);
+    dist::all_reduce(t);
+    return 0;
+  }, 60s);
+  EXPECT_LT(Clock::now() - start, 10s) << "survivors must not wait for the 30 s timeout";
+  EXPECT_EQ(results[2].exit_code, 3);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(results[static_cast<std::size_t>(r)].exit_code, 1) << describe(results);
+    EXPECT_TRUE(contains(results[static_cast<std::size_t>(r)].output, "all_reduce #1")) << describe(results);
+  }
+}
+
+TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(1, [&](int) {
+    set_launcher_env(0, 1, port);
+    dist::init_process_group();
+    auto f = dist::zeros(2);
+    auto i = dist::arange(2);
+    int refused = 0;
+    try {
+      dist::all_reduce(f, dist::ReduceOp::BAND);
+    } catch (const dist::ConfigError& e) {
+      refused += contains(e.what(), "ReduceOp::BAND needs an integer tensor, but this one is torch.float32");
+    }
+    try {
+      dist::all_reduce(i, dist::ReduceOp::AVG);
+    } catch (const dist::ConfigError& e) {
+      refused += contains(e.what(), "ReduceOp::AVG needs a floating-point tensor");
+    }
+    dist::destroy_process_group();
+    return refused == 2 ? 0 : 1;
+  });
+  EXPECT_EQ(results[0].exit_code, 0) << describe(results);
+}
+
+}  // namespace

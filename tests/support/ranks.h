@@ -1,0 +1,40 @@
+// Test support: run a function as N real processes ("ranks") on this machine.
+//
+// run_ranks(4, body) forks four children; child r runs body(r) with its output captured and its
+// exit code taken from the return value (or from the dist::Error it throws, as dist::run_main
+// would). The parent waits for all of them, but never longer than the deadline: children still
+// running then are killed and reported with exit code -1, so a test that would hang fails instead.
+//
+// fork() is safe here because the parent (the GoogleTest runner) has no threads of its own.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dist::testing {
+
+struct RankResult {
+  int exit_code = -1;  // -1: killed at the deadline
+  std::string output;  // the child's stdout and stderr, interleaved
+};
+
+std::vector<RankResult> run_ranks(int world_size, const std::function<int(int rank)>& body,
+                                  std::chrono::seconds deadline = std::chrono::seconds(120));
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// Sets (or, for "", unsets) environment variables in this process.
+void set_env(const std::map<std::string, std::string>& vars);
+
+// Sets RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT as ddprun would, and clears the
+// other launchers' variables so the machine's environment cannot leak into a test.
+void set_launcher_env(int rank, int world_size, int port);
+
+// All outputs, each headed by its rank, for failure messages.
+std::string describe(const std::vector<RankResult>& results);
+
+}  // namespace dist::testing

@@ -1,0 +1,56 @@
+// The C++ half of tensor_repr_parity.py: reads "dtype v1 v2 ..." lines from stdin (dtype one of
+// float32 float64 int32 int64; values as Python's repr writes them, "nan"/"inf"/"-inf" allowed),
+// and prints each tensor's repr() followed by a line "---". Values are parsed straight into the
+// element type, so int64 beyond 2^53 and every float32 survive the text round trip exactly.
+#include <charconv>
+#include <cstdint>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dist/tensor.h"
+
+namespace {
+
+template <typename T>
+T parse(const std::string& token) {
+  // from_chars rejects a leading '+' but accepts "-inf"; Python's repr never writes "+".
+  T value{};
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (ec != std::errc{} || end != token.data() + token.size()) {
+    throw dist::ConfigError("tensor_repr_driver: cannot parse '" + token + "' as " +
+                            std::string(dist::dtype_name(dist::dtype_of<T>())));
+  }
+  return value;
+}
+
+template <typename T>
+dist::Tensor parse_tensor(std::istringstream& tokens) {
+  std::vector<T> values;
+  for (std::string token; tokens >> token;) values.push_back(parse<T>(token));
+  return dist::Tensor::from(values);
+}
+
+dist::Tensor parse_line(const std::string& line) {
+  std::istringstream tokens(line);
+  std::string dtype;
+  tokens >> dtype;
+  if (dtype == "float32") return parse_tensor<float>(tokens);
+  if (dtype == "float64") return parse_tensor<double>(tokens);
+  if (dtype == "int32") return parse_tensor<std::int32_t>(tokens);
+  if (dtype == "int64") return parse_tensor<std::int64_t>(tokens);
+  throw dist::ConfigError("tensor_repr_driver: unknown dtype '" + dtype +
+                          "'; expected float32, float64, int32 or int64");
+}
+
+}  // namespace
+
+int main() {
+  return dist::run_main([] {
+    for (std::string line; std::getline(std::cin, line);) {
+      std::cout << parse_line(line).repr() << "\n---\n";
+    }
+    return 0;
+  });
+}

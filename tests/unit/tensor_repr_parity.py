@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Checks dist::Tensor::repr() against torch's repr, character for character.
+
+Usage: /usr/bin/python3 tests/unit/tensor_repr_parity.py path/to/tensor_repr_driver
+
+Generates a few hundred deterministic 1-D tensors (fixed seed; every dtype; sizes up to 1100 so
+that lines wrap and tensors over 1000 elements get summarized; int-like, fractional, tiny, huge and
+mixed values with zeros, -0.0, nan and inf sprinkled in), feeds them to the C++ driver
+(tests/unit/tensor_repr_driver.cpp) and compares its output with repr() of the same tensor built
+by torch. Prints the first mismatches and exits 1 on any; exits 0 when all match.
+"""
+
+import random
+import struct
+import subprocess
+import sys
+
+import torch
+
+SEED = 1013  # fixed so that every run checks the same cases
+NUM_RANDOM_CASES = 400
+MAX_MISMATCHES_SHOWN = 5
+
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int64": torch.int64,
+}
+INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+SPECIALS = [0.0, -0.0, float("nan"), float("inf"), float("-inf")]
+
+# Cases at the edges of torch's formatting rules, checked on every run.
+HAND_PICKED = [
+    ("float32", []),
+    ("float64", []),
+    ("int32", []),
+    ("int64", []),
+    ("float32", [0.0]),
+    ("float32", [-0.0]),
+    ("float32", [0.0, -0.0, float("nan"), float("inf"), float("-inf")]),
+    ("float64", [float("nan"), 1.5, -0.0]),
+    ("float32", [float("nan"), 1e9, -0.0]),
+    ("float32", [1.0, 1000.0]),  # ratio exactly 1000: still int mode
+    ("float32", [1.0, 1001.0]),  # ratio over 1000: scientific
+    ("float64", [1e8, 1.0e8]),  # exactly 1e8: not "> 1e8"
+    ("float64", [1e8 + 2.0]),
+    ("float64", [1e-4, 0.5]),  # exactly 1e-4: not "< 1e-4"
+    ("float64", [9.99e-5, 0.05]),
+    ("float64", [0.03125, 0.09375, -0.03125]),  # exact ties at four decimals
+    ("float64", [1.03125, 1e-5]),  # an exact tie in scientific notation
+    ("float32", [0.1, 0.2, 0.3]),
+    ("float64", [0.1 + 0.2]),
+    ("float64", [1e300, -1e-300, 5e-324]),
+    ("float32", [3.4028234663852886e38, 1.401298464324817e-45]),
+    ("float64", [123456789.0, 1.0]),
+    ("float64", [99999.99995, 1.0]),  # rounds up to a wider string
+    ("int32", [INT_RANGES["int32"][0], INT_RANGES["int32"][1], 0, -1]),
+    ("int64", [INT_RANGES["int64"][0], INT_RANGES["int64"][1], 0, -1]),
+    # The dtype suffix moves to its own line once the last line would pass 80 columns.
+    ("int32", [10] * 13),  # last line 59 characters: the suffix still fits
+    ("int32", [1] * 18),  # 61: it does not
+    ("float64", [float("nan")] * 10),  # 57: fits
+    ("float64", [float("nan")] * 9 + [float("-inf")]),  # 58: does not
+    ("int64", list(range(1000))),  # the largest unsummarized tensor
+    ("int64", list(range(1001))),  # the smallest summarized one
+    ("float32", [float("nan")] * 1001),
+]
+
+
+def to_float32(x):
+    """The float32 nearest to x, as a Python float (so repr() writes it exactly)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def random_size(rng):
+    bucket = rng.random()
+    if bucket < 0.05:
+        return 0
+    if bucket < 0.35:
+        return rng.randint(1, 8)
+    if bucket < 0.65:
+        return rng.randint(9, 60)  # wraps onto several lines
+    if bucket < 0.85:
+        return rng.randint(61, 999)
+    return rng.randint(1000, 1100)  # around and past the summarization threshold
+
+
+def signed(rng, magnitude):
+    return magnitude if rng.random() < 0.5 else -magnitude
+
+
+# Each generator draws one value of a "flavour" the formatter treats differently.
+FLOAT_FLAVOURS = {
+    "int_like": lambda rng: float(rng.randint(-50, 50)),
+    "int_like_wide": lambda rng: float(rng.randint(-(10**6), 10**6)),
+    "int_like_huge": lambda rng: float(signed(rng, rng.randint(10**8, 10**13))),
+    "fraction": lambda rng: rng.uniform(-10, 10),
+    "unit": lambda rng: rng.uniform(0, 1),
+    "ties": lambda rng: rng.randint(-4000, 4000) / 32,
+    "tiny": lambda rng: rng.uniform(-1e-5, 1e-5),
+    "huge": lambda rng: rng.uniform(-1e12, 1e12),
+    "mixed_magnitude": lambda rng: signed(rng, 10 ** rng.uniform(-12, 12)),
+    "near_limits": lambda rng: rng.choice(
+        [1e8, 1e8 + 8, 99999999.0, 1e-4, 9.999e-5, 1000.0, 1001.0, 0.001, 0.5, 1.0]
+    ),
+}
+
+
+def random_float_values(rng, dtype, size):
+    flavours = rng.sample(sorted(FLOAT_FLAVOURS), rng.choice([1, 1, 1, 2]))
+    special_rate = rng.choice([0.0, 0.0, 0.02, 0.2, 1.0])
+    values = []
+    for _ in range(size):
+        if rng.random() < special_rate:
+            value = rng.choice(SPECIALS)
+        else:
+            value = FLOAT_FLAVOURS[rng.choice(flavours)](rng)
+        values.append(to_float32(value) if dtype == "float32" else value)
+    return values
+
+
+def random_int_values(rng, dtype, size):
+    low, high = INT_RANGES[dtype]
+    flavour = rng.choice(["small", "medium", "full", "extremes"])
+    draw = {
+        "small": lambda: rng.randint(-10, 10),
+        "medium": lambda: rng.randint(-(10**5), 10**5),
+        "full": lambda: rng.randint(low, high),
+        "extremes": lambda: rng.choice([low, high, 0, -1, 1]),
+    }[flavour]
+    return [draw() for _ in range(size)]
+
+
+def random_cases(rng):
+    cases = []
+    for i in range(NUM_RANDOM_CASES):
+        dtype = sorted(DTYPES)[i % len(DTYPES)]
+        size = random_size(rng)
+        if dtype in INT_RANGES:
+            cases.append((dtype, random_int_values(rng, dtype, size)))
+        else:
+            cases.append((dtype, random_float_values(rng, dtype, size)))
+    return cases
+
+
+def run_driver(driver, cases):
+    text = "".join(dtype + "".join(" " + repr(v) for v in values) + "\n" for dtype, values in cases)
+    result = subprocess.run([driver], input=text, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.exit(f"{driver} exited with {result.returncode}:\n{result.stderr}")
+    reprs = result.stdout.split("\n---\n")
+    if reprs[-1] != "" or len(reprs) - 1 != len(cases):
+        sys.exit(f"{driver} printed {len(reprs) - 1} reprs for {len(cases)} cases")
+    return reprs[:-1]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: {sys.argv[0]} path/to/tensor_repr_driver")
+    cases = HAND_PICKED + random_cases(random.Random(SEED))
+    got = run_driver(sys.argv[1], cases)
+    mismatches = 0
+    for (dtype, values), ours in zip(cases, got):
+        expected = repr(torch.tensor(values, dtype=DTYPES[dtype]))
+        if ours == expected:
+            continue
+        mismatches += 1
+        if mismatches <= MAX_MISMATCHES_SHOWN:
+            shown = " ".join(repr(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
+            print(f"MISMATCH {dtype} ({len(values)} values): {shown}")
+            print(f"torch:\n{expected}\ndist::Tensor:\n{ours}\n")
+    if mismatches:
+        print(f"{mismatches} of {len(cases)} cases differ from torch")
+        return 1
+    print(f"{len(cases)} cases match torch")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

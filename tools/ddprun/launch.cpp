@@ -1,0 +1,213 @@
+// Starting the ranks (launch.h).
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace ddprun {
+namespace {
+
+// What a child exits with when exec fails: the shell's "command not found". The parent has
+// already been told why through the pipe, so nobody reads this code but the summary.
+constexpr int kExecFailedExit = 127;
+
+using Variables = std::vector<std::pair<std::string, std::string>>;
+
+// The variables torchrun 1.13 gives each worker (LocalElasticAgent._start_workers), plus
+// DIST_LAUNCHER so that a program can tell who started it.
+Variables rank_variables(const Options& o, int local_rank) {
+  const std::string rank = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  const std::string world_size = std::to_string(o.nnodes * o.nproc_per_node);
+  Variables vars = {
+      {"RANK", rank},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", world_size},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+      {"ROLE_RANK", rank},
+      {"ROLE_WORLD_SIZE", world_size},
+      {"ROLE_NAME", "default"},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(o.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RUN_ID", "none"},
+      {"DIST_LAUNCHER", "ddprun"},
+  };
+  if (sets_omp_num_threads(o)) vars.emplace_back("OMP_NUM_THREADS", "1");
+  return vars;
+}
+
+// ddprun's own environment with `vars` put in. A variable of the same name is replaced, so a
+// RANK left over from an outer launcher never leaks into a rank.
+std::vector<std::string> environment_with(const Variables& vars) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text = *entry;
+    const std::string_view name = text.substr(0, text.find('='));
+    const bool replaced =
+        std::any_of(vars.begin(), vars.end(), [&](const auto& var) { return var.first == name; });
+    if (!replaced) env.emplace_back(text);
+  }
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
+  return env;
+}
+
+// PROGRAM and its arguments, then --local_rank=N for programs written for
+// torch.distributed.launch, which passed the local rank as an argument instead of a variable.
+std::vector<std::string> rank_arguments(const Options& o, int local_rank) {
+  std::vector<std::string> args = o.program;
+  if (o.local_rank_arg) args.push_back("--local_rank=" + std::to_string(local_rank));
+  return args;
+}
+
+// exec wants NULL-terminated arrays of char*; these point into `strings`, which must outlive
+// the array.
+std::vector<char*> c_array(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& s : strings) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// If ddprun is killed with SIGKILL it cannot stop its ranks, and they would run on as orphans.
+// Linux can do it for us: the kernel sends the rank SIGKILL when its parent dies.
+void die_with_launcher(pid_t launcher) {
+#ifdef __linux__
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != launcher) ::_exit(kExecFailedExit);  // ddprun died before prctl took hold
+#else
+  static_cast<void>(launcher);
+#endif
+}
+
+struct Started {
+  pid_t pid = -1;
+  int exec_errno = 0;  // non-zero: exec failed, and the child is already reaped
+};
+
+// Starts one rank and waits until its exec has succeeded or failed. The child reports a failed
+// exec through a close-on-exec pipe: a successful exec closes the pipe, and the parent reads
+// end-of-file; a failed one writes errno into it. So ddprun can say "cannot run PROGRAM" once,
+// instead of N ranks each printing their own copy.
+Started start_rank(char** argv, char** envp, const sigset_t& child_mask) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe");
+  }
+  const pid_t launcher = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int fork_errno = errno;
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    throw std::system_error(fork_errno, std::generic_category(), "fork");
+  }
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // the mask survives exec; hand back ours
+    die_with_launcher(launcher);
+    environ = envp;  // execvp runs PROGRAM with `environ`, and looks PROGRAM up on its PATH
+    ::execvp(argv[0], argv);
+    const int exec_errno = errno;
+    [[maybe_unused]] const ssize_t sent = ::write(pipe_fds[1], &exec_errno, sizeof exec_errno);
+    ::_exit(kExecFailedExit);
+  }
+  ::close(pipe_fds[1]);
+  int exec_errno = 0;
+  ssize_t got = 0;
+  do {
+    got = ::read(pipe_fds[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(pipe_fds[0]);
+  if (got != sizeof exec_errno) return {pid, 0};
+  ::waitpid(pid, nullptr, 0);  // it has exited already; reap it so that no zombie is left
+  return {pid, exec_errno};
+}
+
+std::string exec_hint(int exec_errno) {
+  switch (exec_errno) {
+    case ENOENT:
+      return "check the path; a name without a slash is looked up on PATH, so a program in "
+             "this folder needs ./ (and a chapter must be built first)";
+    case EACCES:
+      return "is it an executable file? (chmod +x PROGRAM; a folder cannot be run)";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+int pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;  // port 0: the kernel chooses a free one
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int bind_errno = errno;
+    ::close(fd);
+    throw std::system_error(bind_errno, std::generic_category(), "bind 127.0.0.1:0");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool sets_omp_num_threads(const Options& options) {
+  return options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
+}
+
+Launch start_ranks(const Options& o, const sigset_t& child_mask) {
+  Launch launch;
+  for (int local_rank = 0; local_rank < o.nproc_per_node; ++local_rank) {
+    const int rank = o.node_rank * o.nproc_per_node + local_rank;
+    std::vector<std::string> args = rank_arguments(o, local_rank);
+    std::vector<std::string> env = environment_with(rank_variables(o, local_rank));
+    std::vector<char*> argv = c_array(args);
+    std::vector<char*> envp = c_array(env);
+    try {
+      const Started started = start_rank(argv.data(), envp.data(), child_mask);
+      if (started.exec_errno != 0) {
+        launch.error = "cannot run " + o.program[0] + ": " + std::strerror(started.exec_errno);
+        launch.hint = exec_hint(started.exec_errno);
+        launch.exit_code = kExitUsage;
+        return launch;
+      }
+      launch.started.push_back({rank, local_rank, started.pid});
+    } catch (const std::system_error& e) {
+      launch.error = "could not start rank " + std::to_string(rank) + ": " + e.what();
+      launch.hint =
+          "this machine may be out of processes or memory (see ulimit -u); try fewer "
+          "ranks";
+      launch.exit_code = kExitCannotStart;
+      return launch;
+    }
+  }
+  return launch;
+}
+
+}  // namespace ddprun

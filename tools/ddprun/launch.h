@@ -1,0 +1,44 @@
+// Starting the ranks: one process per local rank, each with torchrun's variables.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "options.h"
+
+namespace ddprun {
+
+// ddprun itself could not start the ranks (fork failed, no free port).
+constexpr int kExitCannotStart = 1;
+
+// One started rank, as the summary names it.
+struct RankProcess {
+  int rank = 0;        // global: node_rank * nproc_per_node + local_rank
+  int local_rank = 0;  // index on this machine
+  pid_t pid = -1;
+};
+
+// What start_ranks managed. When `error` is set, the ranks in `started` are already running
+// and must be stopped; `exit_code` is what ddprun should exit with.
+struct Launch {
+  std::vector<RankProcess> started;
+  std::string error;
+  std::string hint;
+  int exit_code = 0;
+};
+
+// Asks the kernel for a free TCP port on 127.0.0.1 (for --standalone). Throws std::system_error.
+int pick_free_port();
+
+// True when ddprun sets OMP_NUM_THREADS=1 for the ranks (torchrun's rule).
+bool sets_omp_num_threads(const Options& options);
+
+// Starts the ranks of this node in order of local rank and stops at the first that cannot
+// start. Each child gets `child_mask` as its signal mask (ddprun's mask before it blocked the
+// signals it waits for).
+Launch start_ranks(const Options& options, const sigset_t& child_mask);
+
+}  // namespace ddprun

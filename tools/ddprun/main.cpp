@@ -1,0 +1,105 @@
+// ddprun — start one process per rank, the way torchrun does, and stop them all when one fails.
+//
+// A distributed program is N copies of one program that find each other. Something has to
+// start the copies, tell each one who it is (RANK, LOCAL_RANK, WORLD_SIZE) and where to meet
+// (MASTER_ADDR:MASTER_PORT), and, just as important, stop them all when one of them dies:
+// otherwise the survivors wait forever in their next collective for a rank that is gone.
+// PyTorch users know torchrun for this; ddprun does the same for the programs of this
+// tutorial, or any program that reads those variables, and spells its flags as torchrun does,
+// so command lines paste across:
+//
+//   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
+//   ddprun: starting 4 ranks (node 0 of 1, ranks 0-3), master 127.0.0.1:29500
+//
+// What it leaves out: elastic membership (--nnodes MIN:MAX) and restarts (--max-restarts);
+// rendezvous backends (the ranks meet at MASTER_ADDR:MASTER_PORT, where rank 0 listens);
+// log redirection (the ranks share ddprun's stdout and stderr and prefix their own lines);
+// and starting the other machines: each machine runs its own ddprun with its --node-rank.
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "launch.h"
+#include "options.h"
+#include "report.h"
+#include "supervise.h"
+
+namespace {
+
+int usage_failure(const ddprun::UsageError& e) {
+  ddprun::say("error: " + std::string(e.what()));
+  ddprun::say("hint: " + e.hint());
+  return ddprun::kExitUsage;
+}
+
+// "ranks 0-3", or "rank 2" when there is one.
+std::string rank_range(const ddprun::Options& o) {
+  const int first = o.node_rank * o.nproc_per_node;
+  const int last = first + o.nproc_per_node - 1;
+  if (first == last) return "rank " + std::to_string(first);
+  return "ranks " + std::to_string(first) + "-" + std::to_string(last);
+}
+
+// The resolved configuration, printed once, before anything starts.
+void announce(const ddprun::Options& o) {
+  if (ddprun::sets_omp_num_threads(o)) {
+    ddprun::say("setting OMP_NUM_THREADS=1 for each rank (it was unset), so that " +
+                std::to_string(o.nproc_per_node) +
+                " ranks do not oversubscribe the cores; export it to choose another value");
+  }
+  ddprun::say("starting " + ddprun::count_of(o.nproc_per_node, "rank") + " (node " +
+              std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ", " +
+              rank_range(o) + "), master " + o.master_addr + ":" + std::to_string(o.master_port) +
+              (o.standalone ? " (picked by --standalone)" : ""));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // ---- Step 1: read the command line; a bad value stops here, with exit code 2
+  ddprun::Options options;
+  try {
+    options = ddprun::parse_options(argc, argv);
+  } catch (const ddprun::UsageError& e) {
+    return usage_failure(e);
+  }
+  if (options.action == ddprun::Options::Action::kHelp) {
+    std::fputs(ddprun::help_text().c_str(), stdout);
+    return 0;
+  }
+  if (options.action == ddprun::Options::Action::kVersion) {
+    std::printf("ddprun %s\n", DDPRUN_VERSION);
+    return 0;
+  }
+
+  // ---- Step 2: settle where the ranks meet (--standalone asks the kernel for a free port)
+  if (options.standalone) {
+    try {
+      options.master_port = ddprun::pick_free_port();
+    } catch (const std::system_error& e) {
+      ddprun::say("error: --standalone could not find a free port on 127.0.0.1: " +
+                  std::string(e.what()));
+      return ddprun::kExitCannotStart;
+    }
+  }
+
+  // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
+  const ddprun::SignalMasks masks = ddprun::block_watched_signals();
+
+  // ---- Step 4: start one process per local rank, each told who it is and where to meet
+  announce(options);
+  ddprun::Launch launch = ddprun::start_ranks(options, masks.original);
+
+  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest
+  ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
+  if (!launch.error.empty()) {
+    ddprun::say("error: " + launch.error);
+    if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
+    supervisor.stop_all(
+        SIGTERM, launch.exit_code,
+        "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
+  }
+  return supervisor.run(masks.watched);
+}

@@ -1,0 +1,266 @@
+// ddprun's command line (options.h).
+//
+// Flags are spelled as torchrun spells them, so a torchrun command line pastes unchanged:
+// --nproc_per_node and --nproc-per-node, "--flag VALUE" and "--flag=VALUE". Values are checked
+// strictly ("4x", "+4" and "auto" are refused), because a launcher that guesses starts the wrong
+// number of ranks, and the mistake only shows up later as a rendezvous that never completes.
+#include "options.h"
+
+#include <charconv>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace ddprun {
+namespace {
+
+constexpr int kMaxNprocPerNode = 1024;
+constexpr int kMaxNnodes = 65536;  // keeps WORLD_SIZE = nnodes * nproc_per_node well inside int
+constexpr double kMaxGracePeriodS = 60.0;
+
+// One flag as the user typed it. Errors quote `spelled` and `value`, so the learner sees their
+// own words back.
+struct Setting {
+  std::string spelled;
+  std::string value;
+
+  int integer(int lo, int hi, const std::string& hint) const {
+    int parsed = 0;
+    const char* end = value.data() + value.size();
+    const auto [ptr, ec] = std::from_chars(value.data(), end, parsed);
+    if (ec != std::errc() || ptr != end || parsed < lo || parsed > hi) {
+      throw UsageError(spelled + " expects an integer from " + std::to_string(lo) + " to " +
+                           std::to_string(hi) + ", got '" + value + "'",
+                       hint);
+    }
+    return parsed;
+  }
+
+  double seconds(double max, const std::string& hint) const {
+    double parsed = 0;
+    const char* end = value.data() + value.size();
+    const auto [ptr, ec] = std::from_chars(value.data(), end, parsed);
+    // Written so that NaN fails too: every comparison with NaN is false.
+    if (ec != std::errc() || ptr != end || !(parsed > 0 && parsed <= max)) {
+      throw UsageError(spelled + " expects seconds, more than 0 and at most " +
+                           std::to_string(static_cast<int>(max)) + ", got '" + value + "'",
+                       hint);
+    }
+    return parsed;
+  }
+};
+
+int parse_nnodes(const Setting& s) {
+  if (s.value.find(':') != std::string::npos) {
+    throw UsageError(s.spelled + " got '" + s.value +
+                         "', torchrun's elastic MIN:MAX form, which ddprun does not support",
+                     "give a fixed number of machines, e.g. --nnodes 2 (ddprun has no elastic "
+                     "membership: every node must be there from the start)");
+  }
+  return s.integer(1, kMaxNnodes, "the number of machines, each running its own ddprun");
+}
+
+// A flag's dash spelling, an example value (empty for a switch, which takes none), and what
+// it sets. The table is the whole list: anything else before PROGRAM is an unknown flag.
+struct Flag {
+  std::string_view name;
+  std::string_view example;
+  void (*apply)(Options&, const Setting&);
+};
+
+constexpr Flag kFlags[] = {
+    {"--nproc-per-node", "4",
+     [](Options& o, const Setting& s) {
+       o.nproc_per_node = s.integer(1, kMaxNprocPerNode,
+                                    "the number of ranks to start on this machine, e.g. "
+                                    "--nproc-per-node 4 (ddprun does not count devices for "
+                                    "'auto' or 'gpu')");
+     }},
+    {"--nnodes", "2", [](Options& o, const Setting& s) { o.nnodes = parse_nnodes(s); }},
+    {"--node-rank", "0",
+     [](Options& o, const Setting& s) {
+       o.node_rank = s.integer(0, kMaxNnodes - 1, "this machine's index, from 0 to nnodes-1");
+     }},
+    {"--master-addr", "10.0.0.1",
+     [](Options& o, const Setting& s) {
+       if (s.value.empty() || s.value.find_first_of(" \t") != std::string::npos) {
+         throw UsageError(s.spelled + " expects a host name or IP address, got '" + s.value + "'",
+                          "the address of the machine running rank 0, e.g. --master-addr "
+                          "10.0.0.1 (127.0.0.1 on one machine)");
+       }
+       o.master_addr = s.value;
+     }},
+    {"--master-port", "29500",
+     [](Options& o, const Setting& s) {
+       o.master_port = s.integer(1, 65535,
+                                 "a free TCP port on the master, the same on every node, e.g. "
+                                 "--master-port 29500 (or use --standalone on one machine)");
+     }},
+    {"--grace-period", "3",
+     [](Options& o, const Setting& s) {
+       o.grace_period_s = s.seconds(kMaxGracePeriodS,
+                                    "how long stopping ranks get between SIGTERM and SIGKILL, "
+                                    "e.g. --grace-period 3 or --grace-period 0.5");
+     }},
+    {"--standalone", "", [](Options& o, const Setting&) { o.standalone = true; }},
+    {"--local-rank-arg", "", [](Options& o, const Setting&) { o.local_rank_arg = true; }},
+    // torchrun needs --no-python to run a program that is not a Python script; ddprun only
+    // runs programs, so there is nothing to do, but the flag must not break a pasted line.
+    {"--no-python", "", [](Options&, const Setting&) {}},
+    {"--help", "", [](Options& o, const Setting&) { o.action = Options::Action::kHelp; }},
+    {"--version", "", [](Options& o, const Setting&) { o.action = Options::Action::kVersion; }},
+};
+
+// "--nproc_per_node" → "--nproc-per-node"; "-h" → "--help".
+std::string canonical(const std::string& spelled) {
+  if (spelled == "-h") return "--help";
+  std::string name = spelled;
+  for (std::size_t i = 2; i < name.size(); ++i) {
+    if (name[i] == '_') name[i] = '-';
+  }
+  return name;
+}
+
+const Flag& find_flag(const std::string& spelled) {
+  const std::string name = canonical(spelled);
+  for (const Flag& flag : kFlags) {
+    if (flag.name == name) return flag;
+  }
+  throw UsageError("unknown flag '" + spelled + "'",
+                   "ddprun --help lists its flags; flags for PROGRAM go after PROGRAM; "
+                   "torchrun's elastic flags (--rdzv-*, --max-restarts) are not supported");
+}
+
+void check_combinations(const Options& o, const std::map<std::string_view, Setting>& given) {
+  if (o.node_rank >= o.nnodes) {
+    const Setting& s = given.at("--node-rank");
+    throw UsageError(s.spelled + " must be below --nnodes (" + std::to_string(o.nnodes) +
+                         "), got '" + s.value + "'",
+                     "node ranks count from 0: with --nnodes " + std::to_string(o.nnodes) +
+                         " they are 0 to " + std::to_string(o.nnodes - 1));
+  }
+  if (o.standalone && o.nnodes > 1) {
+    throw UsageError(
+        "--standalone runs every rank on this machine, but --nnodes is " + std::to_string(o.nnodes),
+        "for several machines drop --standalone and give every ddprun the same "
+        "--master-addr and --master-port");
+  }
+  for (const std::string_view fixed : {"--master-addr", "--master-port"}) {
+    if (o.standalone && given.contains(fixed)) {
+      const Setting& s = given.at(fixed);
+      throw UsageError("--standalone picks 127.0.0.1 and a free port itself, but " + s.spelled +
+                           " '" + s.value + "' was given too",
+                       "drop " + s.spelled + ", or drop --standalone to use it");
+    }
+  }
+  if (o.program.empty()) {
+    throw UsageError("missing PROGRAM: there is nothing to run",
+                     "usage: ddprun [options] PROGRAM [ARGS...], e.g. "
+                     "ddprun --nproc-per-node 2 ./build/cpu/bin/ch01_get_dist_info");
+  }
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options options;
+  std::map<std::string_view, Setting> given;  // by dash spelling, for the combination checks
+  int i = 1;
+  while (i < argc) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // PROGRAM: options end here
+    ++i;
+    const std::size_t eq = arg.find('=');
+    Setting setting{arg.substr(0, eq), ""};
+    const Flag& flag = find_flag(setting.spelled);
+    if (!flag.example.empty()) {
+      if (eq != std::string::npos) {
+        setting.value = arg.substr(eq + 1);
+      } else if (i < argc) {
+        setting.value = argv[i++];
+      } else {
+        throw UsageError(setting.spelled + " needs a value",
+                         "write " + setting.spelled + " " + std::string(flag.example) + " or " +
+                             setting.spelled + "=" + std::string(flag.example));
+      }
+    } else if (eq != std::string::npos) {
+      throw UsageError(setting.spelled + " takes no value, got '" + arg.substr(eq + 1) + "'",
+                       "write just " + setting.spelled);
+    }
+    flag.apply(options, setting);
+    if (options.action != Options::Action::kRun) return options;
+    given[flag.name] = setting;
+  }
+  options.program.assign(argv + i, argv + argc);
+  check_combinations(options, given);
+  return options;
+}
+
+std::string help_text() {
+  return R"(usage: ddprun [options] PROGRAM [ARGS...]
+
+Starts PROGRAM once per local rank with the variables torchrun sets, and stops every rank as
+soon as one fails. Options end at PROGRAM or at "--"; everything after goes to PROGRAM.
+Flags are spelled as torchrun spells them: --nproc-per-node or --nproc_per_node, and
+"--flag VALUE" or "--flag=VALUE".
+
+Options:
+  --nproc-per-node N   ranks to start on this machine, 1 to 1024 (default 1)
+  --nnodes N           machines taking part, each running its own ddprun (default 1);
+                       torchrun's elastic MIN:MAX form is not supported
+  --node-rank R        this machine's index, 0 to nnodes-1 (default 0)
+  --master-addr ADDR   the machine where rank 0 hosts the rendezvous (default 127.0.0.1)
+  --master-port PORT   its TCP port, 1 to 65535, the same on every node (default 29500)
+  --standalone         one machine: use 127.0.0.1 and a free port that ddprun picks
+  --local-rank-arg     also pass --local_rank=N to PROGRAM, as torch.distributed.launch did
+  --grace-period S     seconds a rank gets between SIGTERM and SIGKILL when ddprun stops
+                       it, more than 0 and at most 60 (default 3)
+  --no-python          accepted and ignored, so torchrun command lines paste unchanged
+  -h, --help           show this help and exit
+  --version            show ddprun's version and exit
+
+Each rank gets the rest of ddprun's environment, plus:
+  RANK                node_rank * nproc_per_node + local_rank, unique across all nodes
+  LOCAL_RANK          0 to nproc_per_node-1, the rank's index on this machine
+  WORLD_SIZE          nnodes * nproc_per_node
+  LOCAL_WORLD_SIZE    nproc_per_node
+  GROUP_RANK          node_rank
+  GROUP_WORLD_SIZE    nnodes
+  ROLE_RANK           the same as RANK
+  ROLE_WORLD_SIZE     the same as WORLD_SIZE
+  ROLE_NAME           default
+  MASTER_ADDR         --master-addr (127.0.0.1 with --standalone)
+  MASTER_PORT         --master-port (the picked port with --standalone)
+  TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0, TORCHELASTIC_RUN_ID=none
+  OMP_NUM_THREADS=1   only with more than one rank per machine, and only when it is unset
+                      (a notice says so): N ranks with N threads each would oversubscribe
+  DIST_LAUNCHER=ddprun
+
+When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SIGTERM to the
+ranks still running, SIGKILL to any still running after the grace period, prints a summary of
+every rank, and exits with the failed rank's exit code (128+N when signal N killed it).
+SIGINT, SIGTERM and SIGHUP sent to ddprun are passed on to every rank in the same way, and
+ddprun exits 128+N; a second one sends SIGKILL at once. The ranks share ddprun's process
+group, so Ctrl-C in a terminal reaches them directly too.
+
+Exit codes:
+  0       every rank exited 0
+  N       the first failed rank's exit code (128+signal if a signal killed it)
+  128+N   ddprun was stopped by signal N
+  2       bad usage, or PROGRAM cannot be run (not found, not executable)
+  1       ddprun could not start the ranks (fork failed, no free port)
+
+Examples:
+  ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
+  ddprun --standalone --nproc_per_node=2 ./build/cpu/bin/ch01_get_dist_info
+  # two machines with two ranks each: run one line on each machine
+  ddprun --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 ./prog
+  ddprun --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.0.0.1 ./prog
+)";
+}
+
+}  // namespace ddprun

@@ -1,0 +1,69 @@
+// Supervising the ranks: wait for them, and stop them all on the first failure or on a signal.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch.h"
+
+namespace ddprun {
+
+// The signals ddprun waits for, and the mask it had before it blocked them.
+struct SignalMasks {
+  sigset_t watched;   // SIGCHLD, SIGINT, SIGTERM, SIGHUP
+  sigset_t original;  // what the ranks get back before exec
+};
+
+// Blocks the watched signals from now on. Blocked, a signal stays pending instead of being lost
+// (a rank that exits, or a Ctrl-C, while other ranks are still starting), and the supervision
+// loop takes them one at a time with sigtimedwait: no handler ever runs at an awkward moment.
+SignalMasks block_watched_signals();
+
+// Owns the started ranks until every one of them has exited and been reaped.
+class Supervisor {
+ public:
+  Supervisor(std::vector<RankProcess> ranks, double grace_period_s);
+
+  // Stops every running rank: `signal` now, SIGKILL to those left after the grace period.
+  // `exit_code` becomes ddprun's, and `conclusion` the last line of the summary.
+  void stop_all(int signal, int exit_code, std::string conclusion);
+
+  // Waits until every rank has exited, stopping the rest at the first failure or at SIGINT,
+  // SIGTERM or SIGHUP. Returns ddprun's exit code.
+  int run(const sigset_t& watched);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Tracked {
+    RankProcess process;
+    bool running = true;
+    int status = 0;         // from waitpid, once it has exited
+    std::vector<int> sent;  // signals from ddprun: "stopped by ddprun" is not a crash
+  };
+
+  int running_count() const;
+  void signal_running(int signal);
+  void reap_exited();
+  void on_first_failure(int index);
+  void on_stop_signal(int signal);
+  void kill_survivors();
+  std::optional<Clock::duration> time_until_kill() const;
+  std::string outcome(int index) const;
+  void print_summary() const;
+
+  std::vector<Tracked> ranks_;
+  double grace_period_s_;
+  bool stopping_ = false;
+  bool killed_ = false;  // SIGKILL has been sent: nothing is left to escalate
+  Clock::time_point kill_at_;
+  int exit_code_ = 0;
+  int first_failure_ = -1;  // index into ranks_
+  std::string conclusion_;
+};
+
+}  // namespace ddprun
