@@ -40,10 +40,14 @@ constexpr long long kMaxRanks = 1 << 20;
 
 const char* launcher_name(Launcher launcher) {
   switch (launcher) {
-    case Launcher::kNone: return "none";
-    case Launcher::kTorchrun: return "torchrun-style (RANK/WORLD_SIZE)";
-    case Launcher::kOpenMPI: return "OpenMPI (OMPI_COMM_WORLD_*)";
-    case Launcher::kSlurm: return "Slurm (SLURM_*)";
+    case Launcher::kNone:
+      return "none";
+    case Launcher::kTorchrun:
+      return "torchrun-style (RANK/WORLD_SIZE)";
+    case Launcher::kOpenMPI:
+      return "OpenMPI (OMPI_COMM_WORLD_*)";
+    case Launcher::kSlurm:
+      return "Slurm (SLURM_*)";
   }
   return "unknown";
 }
@@ -54,7 +58,9 @@ std::optional<std::string> env_value(const std::string& name) {
   return std::string(v);
 }
 
-EnvLookup process_env() { return [](const std::string& name) { return env_value(name); }; }
+EnvLookup process_env() {
+  return [](const std::string& name) { return env_value(name); };
+}
 
 int parse_int(const std::string& name, const std::string& value, long long min, long long max) {
   long long parsed = 0;
@@ -63,7 +69,8 @@ int parse_int(const std::string& name, const std::string& value, long long min, 
   if (begin != end && *begin == '+') ++begin;  // "+1" is a valid integer to a shell user
   auto [ptr, ec] = std::from_chars(begin, end, parsed);
   if (value.empty() || ec == std::errc::invalid_argument || ptr != end) {
-    throw ConfigError(name + "=\"" + value + "\" is not an integer: expected a whole number such as " +
+    throw ConfigError(name + "=\"" + value +
+                      "\" is not an integer: expected a whole number such as " +
                       std::to_string(min < 0 ? 0 : min));
   }
   if (ec == std::errc::result_out_of_range || parsed < min || parsed > max) {
@@ -75,14 +82,14 @@ int parse_int(const std::string& name, const std::string& value, long long min, 
 
 LaunchEnv read_launch_env(const EnvLookup& lookup) {
   LaunchEnv env;
-  if (auto rank = first_int(lookup, {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, 0,
-                            kMaxRanks - 1)) {
+  if (auto rank =
+          first_int(lookup, {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, 0, kMaxRanks - 1)) {
     env.rank = rank->value;
     env.rank_var = rank->name;
     env.launcher = launcher_of(rank->name);
   }
-  if (auto world = first_int(lookup, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1,
-                             kMaxRanks)) {
+  if (auto world =
+          first_int(lookup, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1, kMaxRanks)) {
     env.world_size = world->value;
     env.world_size_var = world->name;
     if (env.launcher == Launcher::kNone) env.launcher = launcher_of(world->name);
@@ -91,7 +98,8 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
                          kMaxRanks - 1)) {
     env.local_rank = v->value;
   }
-  if (auto v = first_int(lookup, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, kMaxRanks)) {
+  if (auto v =
+          first_int(lookup, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, kMaxRanks)) {
     env.local_world_size = v->value;
   }
   if (auto v = first_int(lookup, {"GROUP_RANK"}, 0, kMaxRanks - 1)) env.group_rank = v->value;
@@ -99,10 +107,10 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
   if (auto v = first_int(lookup, {"MASTER_PORT"}, 1, 65535)) env.master_port = v->value;
 
   if (env.local_rank && env.local_world_size && *env.local_rank >= *env.local_world_size) {
-    throw ConfigError("LOCAL_RANK=" + std::to_string(*env.local_rank) +
-                      " is out of range for LOCAL_WORLD_SIZE=" +
-                      std::to_string(*env.local_world_size) + ": local ranks on one machine are 0.." +
-                      std::to_string(*env.local_world_size - 1));
+    throw ConfigError(
+        "LOCAL_RANK=" + std::to_string(*env.local_rank) +
+        " is out of range for LOCAL_WORLD_SIZE=" + std::to_string(*env.local_world_size) +
+        ": local ranks on one machine are 0.." + std::to_string(*env.local_world_size - 1));
   }
   return env;
 }

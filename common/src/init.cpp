@@ -63,13 +63,15 @@ Url parse_url(const std::string& text) {
         throw ConfigError(usage + " has an unknown query parameter \"" + key +
                           "\": only rank and world_size are understood");
       }
-      if (eq == std::string::npos) throw ConfigError(usage + ": query parameter " + key + " has no value");
+      if (eq == std::string::npos)
+        throw ConfigError(usage + ": query parameter " + key + " has no value");
       u.query[key] = item.substr(eq + 1);
       pos = amp + 1;
     }
   }
   if (u.scheme == "env") {
-    if (!rest.empty()) throw ConfigError(usage + ": env:// takes no address; it reads MASTER_ADDR and MASTER_PORT");
+    if (!rest.empty())
+      throw ConfigError(usage + ": env:// takes no address; it reads MASTER_ADDR and MASTER_PORT");
   } else if (u.scheme == "tcp") {
     // tcp://host:port, with [v6::addr]:port for IPv6.
     std::string port_text;
@@ -142,13 +144,15 @@ int pick(int explicit_value, int unset, const Url& url, const char* query_key,
 Resolved resolve(const InitOptions& o) {
   if (o.backend != "gloo" && o.backend != "auto") {
     if (o.backend == "nccl") {
-      throw ConfigError("backend \"nccl\" needs the GPU path, which this build does not have: build "
-                        "with the cuda preset on a machine with a GPU, or use --backend gloo");
+      throw ConfigError(
+          "backend \"nccl\" needs the GPU path, which this build does not have: build "
+          "with the cuda preset on a machine with a GPU, or use --backend gloo");
     }
     throw ConfigError("unknown backend \"" + o.backend + "\": use gloo, nccl or auto");
   }
   if (o.timeout <= std::chrono::milliseconds::zero()) {
-    throw ConfigError("the timeout must be positive, got " + std::to_string(o.timeout.count()) + " ms");
+    throw ConfigError("the timeout must be positive, got " + std::to_string(o.timeout.count()) +
+                      " ms");
   }
   Resolved r;
   r.url = parse_url(o.init_method);
@@ -168,12 +172,14 @@ Resolved resolve(const InitOptions& o) {
   r.local_world_size = env.local_world_size.value_or(r.world_size);
   if (r.url.scheme == "env") {
     if (!env.master_addr) {
-      throw ConfigError("MASTER_ADDR is not set: env:// needs the address of rank 0's machine, e.g. "
-                        "export MASTER_ADDR=127.0.0.1 (ddprun and torchrun set it for you)");
+      throw ConfigError(
+          "MASTER_ADDR is not set: env:// needs the address of rank 0's machine, e.g. "
+          "export MASTER_ADDR=127.0.0.1 (ddprun and torchrun set it for you)");
     }
     if (!env.master_port) {
-      throw ConfigError("MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
-                        "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you)");
+      throw ConfigError(
+          "MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
+          "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you)");
     }
     r.master_addr = *env.master_addr;
     r.master_port = *env.master_port;
@@ -216,8 +222,10 @@ void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
     throw ConfigError(message);
   };
   if (store.add("claims/" + me, 1) > 1) {
-    conflict("two processes claim rank " + me + " at " + where(r) + ": give every process its own RANK" +
-             (r.url.scheme == "file" ? ", or delete " + r.url.path + " left over from an earlier run" : ""));
+    conflict(
+        "two processes claim rank " + me + " at " + where(r) + ": give every process its own RANK" +
+        (r.url.scheme == "file" ? ", or delete " + r.url.path + " left over from an earlier run"
+                                : ""));
   }
   const std::string world = std::to_string(r.world_size);
   if (const std::string agreed = store.compare_set("world_size", "", world); agreed != world) {
@@ -234,7 +242,8 @@ void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
   // the final message needs no store call (rank 0 may already have given up and left).
   std::vector<int> missing;
   for (;;) {
-    const auto slice = std::min<Clock::duration>(deadline - Clock::now(), std::chrono::milliseconds(250));
+    const auto slice =
+        std::min<Clock::duration>(deadline - Clock::now(), std::chrono::milliseconds(250));
     try {
       store.wait(keys, std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::max<Clock::duration>(slice, std::chrono::milliseconds(1))));
@@ -246,9 +255,10 @@ void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
         if (!store.check({keys[static_cast<std::size_t>(i)]})) missing.push_back(i);
       }
       if (Clock::now() < deadline) continue;
-      throw TimeoutError(std::string(missing.size() == 1 ? "rank " : "ranks ") + join_list(missing) +
-                         " of world_size " + world + " never joined at " + where(r) +
-                         " before the timeout: start " + (missing.size() == 1 ? "it" : "them") +
+      throw TimeoutError(std::string(missing.size() == 1 ? "rank " : "ranks ") +
+                         join_list(missing) + " of world_size " + world + " never joined at " +
+                         where(r) + " before the timeout: start " +
+                         (missing.size() == 1 ? "it" : "them") +
                          ", or check that every rank uses the same WORLD_SIZE and rendezvous "
                          "address (MASTER_ADDR/MASTER_PORT or init_method)");
     }
@@ -272,13 +282,15 @@ std::uint64_t g_generation = 0;
 
 Group& current() {
   if (g_group == nullptr) {
-    throw Error("the default process group has not been initialized: call "
-                "dist::init_process_group() first");
+    throw Error(
+        "the default process group has not been initialized: call "
+        "dist::init_process_group() first");
   }
   return *g_group;
 }
 
-std::shared_ptr<Store> open_store(const Resolved& r, std::uint64_t session, std::chrono::milliseconds timeout) {
+std::shared_ptr<Store> open_store(const Resolved& r, std::uint64_t session,
+                                  std::chrono::milliseconds timeout) {
   if (r.url.scheme == "file") return std::make_shared<FileStore>(r.url.path, timeout);
   TCPStore::Options o;
   o.host = r.master_addr;
@@ -303,8 +315,9 @@ backends::GlooOptions gloo_options(const Resolved& r, std::chrono::milliseconds 
 void init_process_group(const InitOptions& options) {
   std::lock_guard lock(g_mu);
   if (g_group != nullptr) {
-    throw Error("init_process_group was called twice: the default process group is already "
-                "initialized; call dist::destroy_process_group() before initializing again");
+    throw Error(
+        "init_process_group was called twice: the default process group is already "
+        "initialized; call dist::destroy_process_group() before initializing again");
   }
   const Resolved r = resolve(options);
   const auto deadline = Clock::now() + options.timeout;
@@ -317,12 +330,13 @@ void init_process_group(const InitOptions& options) {
   auto group = std::make_unique<Group>();
   group->base = open_store(r, session_id(options.group_name, generation), options.timeout);
   try {
-    group->store = std::make_shared<PrefixStore>(options.group_name + "/" + std::to_string(generation),
-                                                 group->base);
+    group->store = std::make_shared<PrefixStore>(
+        options.group_name + "/" + std::to_string(generation), group->base);
     meet(*group->store, r, deadline);
 
     PrefixStore gloo_store("gloo", group->store);
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     gloo_store.set_timeout(std::max(left, std::chrono::milliseconds(1)));
     group->pg = backends::make_gloo_group(r.rank, r.world_size, gloo_store,
                                           gloo_options(r, options.timeout));
@@ -330,13 +344,20 @@ void init_process_group(const InitOptions& options) {
     // Rank 0 hosts the store: give the other ranks a moment to read why the job cannot start
     // (the "conflict" key) before its process, and the store with it, goes away.
     if (auto* tcp = dynamic_cast<TCPStore*>(group->base.get())) {
-      tcp->wait_for_clients_to_leave(Clock::now() + std::min<Clock::duration>(options.timeout, std::chrono::seconds(3)));
+      tcp->wait_for_clients_to_leave(
+          Clock::now() + std::min<Clock::duration>(options.timeout, std::chrono::seconds(3)));
     }
     throw;
   }
 
-  group->info = DistInfo{true,          r.rank,        r.world_size, r.local_rank,
-                         r.local_world_size, r.master_addr, r.master_port, group->pg->backend(),
+  group->info = DistInfo{true,
+                         r.rank,
+                         r.world_size,
+                         r.local_rank,
+                         r.local_world_size,
+                         r.master_addr,
+                         r.master_port,
+                         group->pg->backend(),
                          options.init_method.empty() ? "env://" : options.init_method};
   g_group = group.release();
 }
@@ -396,9 +417,15 @@ ProcessGroup& default_group() {
   return *current().pg;
 }
 
-void all_reduce(Tensor& tensor, ReduceOp op) { default_group().all_reduce(tensor, op); }
-void broadcast(Tensor& tensor, int src) { default_group().broadcast(tensor, src); }
-void barrier() { default_group().barrier(); }
+void all_reduce(Tensor& tensor, ReduceOp op) {
+  default_group().all_reduce(tensor, op);
+}
+void broadcast(Tensor& tensor, int src) {
+  default_group().broadcast(tensor, src);
+}
+void barrier() {
+  default_group().barrier();
+}
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   default_group().all_gather(outputs, input);
 }
@@ -411,7 +438,11 @@ void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) {
 void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) {
   default_group().scatter(output, inputs, src);
 }
-void send(const Tensor& tensor, int dst, int tag) { default_group().send(tensor, dst, tag); }
-void recv(Tensor& tensor, int src, int tag) { default_group().recv(tensor, src, tag); }
+void send(const Tensor& tensor, int dst, int tag) {
+  default_group().send(tensor, dst, tag);
+}
+void recv(Tensor& tensor, int src, int tag) {
+  default_group().recv(tensor, src, tag);
+}
 
 }  // namespace dist

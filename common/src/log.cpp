@@ -68,9 +68,15 @@ Line::~Line() {
   }
 }
 
-Line out() { return Line(Line::Sink::kStdout); }
-Line out0() { return Line(shown_identity().rank == 0 ? Line::Sink::kStdout : Line::Sink::kNone); }
-Line err() { return Line(Line::Sink::kStderr); }
+Line out() {
+  return Line(Line::Sink::kStdout);
+}
+Line out0() {
+  return Line(shown_identity().rank == 0 ? Line::Sink::kStdout : Line::Sink::kNone);
+}
+Line err() {
+  return Line(Line::Sink::kStderr);
+}
 
 void write_stdout(const std::string& text) {
   std::fflush(stdout);  // keep order with anything written through stdio

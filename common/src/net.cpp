@@ -31,7 +31,8 @@ AddrInfoPtr resolve(const std::string& host, int port, int socktype, bool passiv
   hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* result = nullptr;
   const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
+  const int rc =
+      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0) {
     throw ConfigError("cannot resolve host \"" + host + "\": " + gai_strerror(rc) +
                       " (check the address, e.g. MASTER_ADDR)");
@@ -82,7 +83,9 @@ void Fd::reset() {
   fd_ = -1;
 }
 
-std::string describe_errno(int err) { return std::strerror(err); }
+std::string describe_errno(int err) {
+  return std::strerror(err);
+}
 
 bool is_loopback(const std::string& host) {
   if (host == "localhost") return true;

@@ -58,32 +58,44 @@ std::vector<ReduceOp> ops_for(DType dtype) {
   if (dist::is_floating_point(dtype)) {
     return {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::AVG};
   }
-  return {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
-          ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR};
+  return {ReduceOp::SUM,  ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX,
+          ReduceOp::BAND, ReduceOp::BOR,     ReduceOp::BXOR};
 }
 
 // Rank r's element i for each op, and the closed form of the reduction over W ranks.
 double input_for(ReduceOp op, int r, std::int64_t i) {
   switch (op) {
     case ReduceOp::SUM:
-    case ReduceOp::AVG: return (r + 1) + static_cast<double>(i % 7);
-    case ReduceOp::PRODUCT: return 1 + (r + i) % 2;
+    case ReduceOp::AVG:
+      return (r + 1) + static_cast<double>(i % 7);
+    case ReduceOp::PRODUCT:
+      return 1 + (r + i) % 2;
     case ReduceOp::MIN:
-    case ReduceOp::MAX: return static_cast<double>(i % 5) - 2 * r;
-    default: return static_cast<double>((std::int64_t{1} << r) | ((i % 4) << 10));
+    case ReduceOp::MAX:
+      return static_cast<double>(i % 5) - 2 * r;
+    default:
+      return static_cast<double>((std::int64_t{1} << r) | ((i % 4) << 10));
   }
 }
 double reduced(ReduceOp op, std::int64_t W, std::int64_t i) {
   const std::int64_t high = (i % 4) << 10;
   switch (op) {
-    case ReduceOp::SUM: return static_cast<double>(W * (W + 1) / 2 + W * (i % 7));
-    case ReduceOp::AVG: return static_cast<double>(W * (W + 1) / 2 + W * (i % 7)) / static_cast<double>(W);
-    case ReduceOp::PRODUCT: return static_cast<double>(std::int64_t{1} << (i % 2 == 0 ? W / 2 : (W + 1) / 2));
-    case ReduceOp::MIN: return static_cast<double>(i % 5 - 2 * (W - 1));
-    case ReduceOp::MAX: return static_cast<double>(i % 5);
-    case ReduceOp::BAND: return static_cast<double>(W == 1 ? (1 | high) : high);
-    case ReduceOp::BOR: return static_cast<double>(((std::int64_t{1} << W) - 1) | high);
-    case ReduceOp::BXOR: return static_cast<double>(((std::int64_t{1} << W) - 1) | (W % 2 ? high : 0));
+    case ReduceOp::SUM:
+      return static_cast<double>(W * (W + 1) / 2 + W * (i % 7));
+    case ReduceOp::AVG:
+      return static_cast<double>(W * (W + 1) / 2 + W * (i % 7)) / static_cast<double>(W);
+    case ReduceOp::PRODUCT:
+      return static_cast<double>(std::int64_t{1} << (i % 2 == 0 ? W / 2 : (W + 1) / 2));
+    case ReduceOp::MIN:
+      return static_cast<double>(i % 5 - 2 * (W - 1));
+    case ReduceOp::MAX:
+      return static_cast<double>(i % 5);
+    case ReduceOp::BAND:
+      return static_cast<double>(W == 1 ? (1 | high) : high);
+    case ReduceOp::BOR:
+      return static_cast<double>(((std::int64_t{1} << W) - 1) | high);
+    case ReduceOp::BXOR:
+      return static_cast<double>(((std::int64_t{1} << W) - 1) | (W % 2 ? high : 0));
   }
   return 0;
 }
@@ -99,13 +111,16 @@ void check_all_reduce(Checker& c, int W, DType dtype, std::int64_t n) {
 
 void check_broadcast(Checker& c, int W, DType dtype, std::int64_t n) {
   const int src = W - 1;
-  Tensor t = make(n, dtype, [&](std::int64_t i) { return c.rank * 1000.0 + static_cast<double>(i % 11); });
+  Tensor t =
+      make(n, dtype, [&](std::int64_t i) { return c.rank * 1000.0 + static_cast<double>(i % 11); });
   dist::broadcast(t, src);
-  c.expect_all("broadcast", t, n, dtype, [&](std::int64_t i) { return src * 1000.0 + static_cast<double>(i % 11); });
+  c.expect_all("broadcast", t, n, dtype,
+               [&](std::int64_t i) { return src * 1000.0 + static_cast<double>(i % 11); });
 }
 
 void check_all_gather(Checker& c, int W, DType dtype, std::int64_t n) {
-  Tensor mine = make(n, dtype, [&](std::int64_t i) { return c.rank * 100.0 + static_cast<double>(i % 13); });
+  Tensor mine =
+      make(n, dtype, [&](std::int64_t i) { return c.rank * 100.0 + static_cast<double>(i % 13); });
   std::vector<Tensor> all;
   dist::all_gather(all, mine);
   if (static_cast<int>(all.size()) != W) {
@@ -114,15 +129,16 @@ void check_all_gather(Checker& c, int W, DType dtype, std::int64_t n) {
     return;
   }
   for (int j = 0; j < W; ++j) {
-    c.expect_all("all_gather[" + std::to_string(j) + "]", all[static_cast<std::size_t>(j)], n, dtype,
-                 [&](std::int64_t i) { return j * 100.0 + static_cast<double>(i % 13); });
+    c.expect_all("all_gather[" + std::to_string(j) + "]", all[static_cast<std::size_t>(j)], n,
+                 dtype, [&](std::int64_t i) { return j * 100.0 + static_cast<double>(i % 13); });
   }
 }
 
 void check_reduce_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
   std::vector<Tensor> inputs;
   for (int j = 0; j < W; ++j) {
-    inputs.push_back(make(n, dtype, [&](std::int64_t i) { return c.rank + j * 10.0 + static_cast<double>(i % 3); }));
+    inputs.push_back(make(
+        n, dtype, [&](std::int64_t i) { return c.rank + j * 10.0 + static_cast<double>(i % 3); }));
   }
   Tensor out(n, dtype);
   dist::reduce_scatter(out, inputs, ReduceOp::SUM);
@@ -132,28 +148,33 @@ void check_reduce_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
 }
 
 void check_gather_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
-  Tensor mine = make(n, dtype, [&](std::int64_t i) { return c.rank * 10.0 + static_cast<double>(i % 9); });
+  Tensor mine =
+      make(n, dtype, [&](std::int64_t i) { return c.rank * 10.0 + static_cast<double>(i % 9); });
   std::vector<Tensor> gathered;
   dist::gather(mine, c.rank == 0 ? &gathered : nullptr, 0);
   if (c.rank == 0) {
     for (int j = 0; j < W; ++j) {
-      c.expect_all("gather[" + std::to_string(j) + "]", gathered[static_cast<std::size_t>(j)], n, dtype,
-                   [&](std::int64_t i) { return j * 10.0 + static_cast<double>(i % 9); });
+      c.expect_all("gather[" + std::to_string(j) + "]", gathered[static_cast<std::size_t>(j)], n,
+                   dtype, [&](std::int64_t i) { return j * 10.0 + static_cast<double>(i % 9); });
     }
   }
   const int src = W - 1;
   std::vector<Tensor> pieces;
   for (int j = 0; j < W; ++j) {
-    pieces.push_back(make(n, dtype, [&](std::int64_t i) { return j * 3.0 + static_cast<double>(i % 4); }));
+    pieces.push_back(
+        make(n, dtype, [&](std::int64_t i) { return j * 3.0 + static_cast<double>(i % 4); }));
   }
   Tensor out(n, dtype);
   dist::scatter(out, c.rank == src ? &pieces : nullptr, src);
-  c.expect_all("scatter", out, n, dtype, [&](std::int64_t i) { return c.rank * 3.0 + static_cast<double>(i % 4); });
+  c.expect_all("scatter", out, n, dtype,
+               [&](std::int64_t i) { return c.rank * 3.0 + static_cast<double>(i % 4); });
 }
 
 // Rank 0 sends to every other rank (tag = its rank), then each answers rank 0 (tag 100 + rank).
 void check_send_recv(Checker& c, int W, DType dtype, std::int64_t n) {
-  auto payload = [](int r) { return [r](std::int64_t i) { return r * 7.0 + static_cast<double>(i % 5); }; };
+  auto payload = [](int r) {
+    return [r](std::int64_t i) { return r * 7.0 + static_cast<double>(i % 5); };
+  };
   if (c.rank == 0) {
     for (int r = 1; r < W; ++r) dist::send(make(n, dtype, payload(r)), r, r);
     for (int r = 1; r < W; ++r) {
@@ -197,8 +218,9 @@ class EveryCollective : public ::testing::TestWithParam<int> {};
 TEST_P(EveryCollective, MatchesItsClosedFormForEveryDtypeOpAndSize) {
   const int world = GetParam();
   const int port = dist::testing::free_port();
-  auto results = dist::testing::run_ranks(world, [&](int r) { return run_every_collective(r, world, port); },
-                                          std::chrono::seconds(240));
+  auto results = dist::testing::run_ranks(
+      world, [&](int r) { return run_every_collective(r, world, port); },
+      std::chrono::seconds(240));
   for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << dist::testing::describe(results);
 }
 

@@ -62,8 +62,8 @@ TEST(InitMethod, TcpUrlWithRankAndWorldSizeInTheQuery) {
   const int port = dist::testing::free_port();
   expect_all_ok(run_ranks(2, [&](int rank) {
     set_env({{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}});
-    const std::string url = "tcp://127.0.0.1:" + std::to_string(port) + "?rank=" +
-                            std::to_string(rank) + "&world_size=2";
+    const std::string url = "tcp://127.0.0.1:" + std::to_string(port) +
+                            "?rank=" + std::to_string(rank) + "&world_size=2";
     dist::init_process_group({.init_method = url});
     DIST_CHECK(dist::get_rank() == rank && dist::get_world_size() == 2, "identity");
     DIST_CHECK(dist::get_dist_info().master_port == port, "port from the URL");
@@ -86,7 +86,8 @@ TEST(InitMethod, FileUrlWithExplicitArguments) {
   EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the file store was left behind";
 }
 
-// ---- Precedence: explicit arguments > URL query > environment ------------------------------------
+// ---- Precedence: explicit arguments > URL query > environment
+// ------------------------------------
 
 TEST(Precedence, ExplicitArgumentsBeatTheEnvironment) {
   // Seed 001: WORLD_SIZE=2 in the environment, world_size=1 in the call: it runs alone, at once.
@@ -118,10 +119,10 @@ TEST(Precedence, ExplicitArgumentsBeatTheUrlQuery) {
   const int port = dist::testing::free_port();
   expect_all_ok(run_ranks(1, [&](int) {
     set_launcher_env(1, 4, port);
-    dist::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(port) +
-                                             "?rank=1&world_size=2",
-                              .world_size = 1,
-                              .rank = 0});
+    dist::init_process_group(
+        {.init_method = "tcp://127.0.0.1:" + std::to_string(port) + "?rank=1&world_size=2",
+         .world_size = 1,
+         .rank = 0});
     DIST_CHECK(dist::get_world_size() == 1 && dist::get_rank() == 0, "the arguments win");
     dist::destroy_process_group();
     return 0;
@@ -155,7 +156,8 @@ TEST(LifeCycle, BeforeInitGetDistInfoAnswersLikeMmcv) {
 TEST(LifeCycle, GetRankBeforeInitIsAnErrorThatSaysWhatToCall) {
   auto results = run_ranks(1, [](int) { return dist::get_rank(); });
   EXPECT_EQ(results[0].exit_code, 1);
-  EXPECT_TRUE(contains(results[0].output, "call dist::init_process_group() first")) << results[0].output;
+  EXPECT_TRUE(contains(results[0].output, "call dist::init_process_group() first"))
+      << results[0].output;
 }
 
 TEST(LifeCycle, DestroyThenReinitWorksRepeatedly) {
@@ -197,7 +199,8 @@ TEST(LifeCycle, ASecondInitWithoutDestroyIsAClearError) {
     return 0;
   });
   EXPECT_EQ(results[0].exit_code, 1);
-  EXPECT_TRUE(contains(results[0].output, "init_process_group was called twice")) << results[0].output;
+  EXPECT_TRUE(contains(results[0].output, "init_process_group was called twice"))
+      << results[0].output;
   EXPECT_TRUE(contains(results[0].output, "destroy_process_group()")) << results[0].output;
 }
 
@@ -213,46 +216,59 @@ struct Failure {
 void expect_init_fails(int world, const std::function<void(int rank)>& setup, const Failure& want,
                        std::chrono::seconds limit = 15s) {
   const auto start = Clock::now();
-  auto results = run_ranks(world, [&](int rank) {
-    setup(rank);
-    dist::init_process_group({.timeout = 3s});
-    return 0;
-  }, 60s);
+  auto results = run_ranks(
+      world,
+      [&](int rank) {
+        setup(rank);
+        dist::init_process_group({.timeout = 3s});
+        return 0;
+      },
+      60s);
   EXPECT_LT(Clock::now() - start, limit);
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, want.exit_code) << describe(results);
-    EXPECT_TRUE(contains(r.output, want.message)) << "wanted: " << want.message << "\n" << describe(results);
+    EXPECT_TRUE(contains(r.output, want.message)) << "wanted: " << want.message << "\n"
+                                                  << describe(results);
   }
 }
 
 TEST(BadInput, RankNotBelowWorldSize) {
   const int port = dist::testing::free_port();
-  expect_init_fails(1, [&](int) {
-    set_launcher_env(0, 2, port);
-    set_env({{"RANK", "2"}});
-  },
-                    {2, "rank 2 (from RANK) is out of range for world_size 2 (from WORLD_SIZE): "
-                        "ranks are 0..1"});
+  expect_init_fails(1,
+                    [&](int) {
+                      set_launcher_env(0, 2, port);
+                      set_env({{"RANK", "2"}});
+                    },
+                    {2,
+                     "rank 2 (from RANK) is out of range for world_size 2 (from WORLD_SIZE): "
+                     "ranks are 0..1"});
 }
 
 TEST(BadInput, NonNumericWorldSize) {
   const int port = dist::testing::free_port();
-  expect_init_fails(1, [&](int) {
-    set_launcher_env(0, 1, port);
-    set_env({{"WORLD_SIZE", "two"}});
-  }, {2, "WORLD_SIZE=\"two\" is not an integer"});
+  expect_init_fails(1,
+                    [&](int) {
+                      set_launcher_env(0, 1, port);
+                      set_env({{"WORLD_SIZE", "two"}});
+                    },
+                    {2, "WORLD_SIZE=\"two\" is not an integer"});
 }
 
 TEST(BadInput, MissingMasterAddr) {
   const int port = dist::testing::free_port();
-  expect_init_fails(1, [&](int) {
-    set_launcher_env(0, 1, port);
-    set_env({{"MASTER_ADDR", ""}});
-  }, {2, "MASTER_ADDR is not set"});
+  expect_init_fails(1,
+                    [&](int) {
+                      set_launcher_env(0, 1, port);
+                      set_env({{"MASTER_ADDR", ""}});
+                    },
+                    {2, "MASTER_ADDR is not set"});
 }
 
 TEST(BadInput, MissingRank) {
-  expect_init_fails(1, [&](int) { set_env({{"RANK", ""}, {"WORLD_SIZE", "1"}}); },
+  expect_init_fails(1,
+                    [&](int) {
+                      set_env({{"RANK", ""}, {"WORLD_SIZE", "1"}});
+                    },
                     {2, "rank is not set: pass it to init_process_group"});
 }
 
@@ -283,15 +299,19 @@ TEST(BadInput, MasterPortAlreadyInUse) {
   ::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
   const int port = ntohs(addr.sin_port);
   const auto start = Clock::now();
-  auto results = run_ranks(2, [&](int rank) {
-    set_launcher_env(rank, 2, port);
-    dist::init_process_group({.timeout = 20s});
-    return 0;
-  }, 60s);
+  auto results = run_ranks(
+      2,
+      [&](int rank) {
+        set_launcher_env(rank, 2, port);
+        dist::init_process_group({.timeout = 20s});
+        return 0;
+      },
+      60s);
   ::close(holder);
   EXPECT_LT(Clock::now() - start, 15s);
   EXPECT_EQ(results[0].exit_code, 2) << describe(results);
-  EXPECT_TRUE(contains(results[0].output, "port " + std::to_string(port) + " on 127.0.0.1 is already in use"))
+  EXPECT_TRUE(contains(results[0].output,
+                       "port " + std::to_string(port) + " on 127.0.0.1 is already in use"))
       << describe(results);
   EXPECT_EQ(results[1].exit_code, 2) << describe(results);
   EXPECT_TRUE(contains(results[1].output, "not this job's store")) << describe(results);
@@ -300,8 +320,9 @@ TEST(BadInput, MasterPortAlreadyInUse) {
 TEST(BadInput, ARankThatNeverArrivesIsNamed) {
   // WORLD_SIZE=4 but only ranks 0 and 1 start.
   const int port = dist::testing::free_port();
-  expect_init_fails(2, [&](int rank) { set_launcher_env(rank, 4, port); },
-                    {1, "ranks 2, 3 of world_size 4 never joined at 127.0.0.1:" + std::to_string(port)});
+  expect_init_fails(
+      2, [&](int rank) { set_launcher_env(rank, 4, port); },
+      {1, "ranks 2, 3 of world_size 4 never joined at 127.0.0.1:" + std::to_string(port)});
 }
 
 TEST(BadInput, RankZeroThatNeverStartsIsNamedByTheOthers) {
@@ -313,26 +334,34 @@ TEST(BadInput, RankZeroThatNeverStartsIsNamedByTheOthers) {
 TEST(BadInput, RanksThatDisagreeAboutWorldSizeAllStopAtOnce) {
   const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(2, [&](int rank) {
-    set_launcher_env(rank, rank == 0 ? 2 : 3, port);
-    if (rank == 1) std::this_thread::sleep_for(200ms);  // let rank 0 record its world_size first
-    dist::init_process_group({.timeout = 30s});
-    return 0;
-  }, 60s);
+  auto results = run_ranks(
+      2,
+      [&](int rank) {
+        set_launcher_env(rank, rank == 0 ? 2 : 3, port);
+        if (rank == 1)
+          std::this_thread::sleep_for(200ms);  // let rank 0 record its world_size first
+        dist::init_process_group({.timeout = 30s});
+        return 0;
+      },
+      60s);
   EXPECT_LT(Clock::now() - start, 10s) << "a conflict must not wait out the timeout";
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 2) << describe(results);
-    EXPECT_TRUE(contains(r.output, "rank 1 has world_size 3 but an earlier rank said 2")) << describe(results);
+    EXPECT_TRUE(contains(r.output, "rank 1 has world_size 3 but an earlier rank said 2"))
+        << describe(results);
   }
 }
 
 TEST(BadInput, TwoProcessesWithTheSameRank) {
   const int port = dist::testing::free_port();
-  auto results = run_ranks(3, [&](int rank) {
-    set_launcher_env(rank == 2 ? 1 : rank, 3, port);
-    dist::init_process_group({.timeout = 20s});
-    return 0;
-  }, 60s);
+  auto results = run_ranks(
+      3,
+      [&](int rank) {
+        set_launcher_env(rank == 2 ? 1 : rank, 3, port);
+        dist::init_process_group({.timeout = 20s});
+        return 0;
+      },
+      60s);
   int reported = 0;
   for (const auto& r : results) {
     EXPECT_NE(r.exit_code, 0) << describe(results);
@@ -346,39 +375,47 @@ TEST(BadInput, TwoProcessesWithTheSameRank) {
 TEST(AfterInit, ACollectiveCalledByOnlySomeRanksTimesOutNamingIt) {
   const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(2, [&](int rank) {
-    set_launcher_env(rank, 2, port);
-    dist::init_process_group({.timeout = 2s});
-    if (rank == 0) {
-      auto t = dist::zeros(4);
-      dist::all_reduce(t);
-    } else {
-      std::this_thread::sleep_for(4s);  // rank 1 skips the call but stays alive
-    }
-    return 0;
-  }, 60s);
+  auto results = run_ranks(
+      2,
+      [&](int rank) {
+        set_launcher_env(rank, 2, port);
+        dist::init_process_group({.timeout = 2s});
+        if (rank == 0) {
+          auto t = dist::zeros(4);
+          dist::all_reduce(t);
+        } else {
+          std::this_thread::sleep_for(4s);  // rank 1 skips the call but stays alive
+        }
+        return 0;
+      },
+      60s);
   EXPECT_LT(Clock::now() - start, 15s);
   EXPECT_EQ(results[0].exit_code, 1) << describe(results);
-  EXPECT_TRUE(contains(results[0].output, "all_reduce #1 (SUM, torch.float32, 4 elements) timed out"))
+  EXPECT_TRUE(
+      contains(results[0].output, "all_reduce #1 (SUM, torch.float32, 4 elements) timed out"))
       << describe(results);
 }
 
 TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
   const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(3, [&](int rank) {
-    set_launcher_env(rank, 3, port);
-    dist::init_process_group({.timeout = 30s});
-    if (rank == 2) ::_exit(3);  // dies without a word
-    auto t = dist::zeros(1 << 16);
-    dist::all_reduce(t);
-    return 0;
-  }, 60s);
+  auto results = run_ranks(
+      3,
+      [&](int rank) {
+        set_launcher_env(rank, 3, port);
+        dist::init_process_group({.timeout = 30s});
+        if (rank == 2) ::_exit(3);  // dies without a word
+        auto t = dist::zeros(1 << 16);
+        dist::all_reduce(t);
+        return 0;
+      },
+      60s);
   EXPECT_LT(Clock::now() - start, 10s) << "survivors must not wait for the 30 s timeout";
   EXPECT_EQ(results[2].exit_code, 3);
   for (int r : {0, 1}) {
     EXPECT_EQ(results[static_cast<std::size_t>(r)].exit_code, 1) << describe(results);
-    EXPECT_TRUE(contains(results[static_cast<std::size_t>(r)].output, "all_reduce #1")) << describe(results);
+    EXPECT_TRUE(contains(results[static_cast<std::size_t>(r)].output, "all_reduce #1"))
+        << describe(results);
   }
 }
 
@@ -393,7 +430,8 @@ TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {
     try {
       dist::all_reduce(f, dist::ReduceOp::BAND);
     } catch (const dist::ConfigError& e) {
-      refused += contains(e.what(), "ReduceOp::BAND needs an integer tensor, but this one is torch.float32");
+      refused += contains(e.what(),
+                          "ReduceOp::BAND needs an integer tensor, but this one is torch.float32");
     }
     try {
       dist::all_reduce(i, dist::ReduceOp::AVG);

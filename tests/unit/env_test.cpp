@@ -80,16 +80,18 @@ TEST(LaunchEnv, FallsBackToSlurm) {
 }
 
 TEST(LaunchEnv, TorchrunNamesWinOverTheOthers) {
-  const LaunchEnv env = dist::read_launch_env(
-      fake({{"RANK", "1"}, {"OMPI_COMM_WORLD_RANK", "7"}, {"SLURM_PROCID", "9"}, {"WORLD_SIZE", "2"},
-            {"SLURM_NTASKS", "16"}}));
+  const LaunchEnv env = dist::read_launch_env(fake({{"RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_RANK", "7"},
+                                                    {"SLURM_PROCID", "9"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"SLURM_NTASKS", "16"}}));
   EXPECT_EQ(env.rank, 1);
   EXPECT_EQ(env.world_size, 2);
 }
 
 TEST(LaunchEnv, EmptyCountsAsUnset) {
-  const LaunchEnv env = dist::read_launch_env(
-      fake({{"RANK", ""}, {"OMPI_COMM_WORLD_RANK", "4"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}}));
+  const LaunchEnv env = dist::read_launch_env(fake(
+      {{"RANK", ""}, {"OMPI_COMM_WORLD_RANK", "4"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}}));
   EXPECT_EQ(env.rank, 4);
   EXPECT_FALSE(env.master_addr);
   EXPECT_FALSE(env.master_port);
@@ -108,12 +110,14 @@ TEST(LaunchEnvErrors, EveryKindOfMalformedIntegerIsRefused) {
   for (const char* bad : {"1.5", " 1", "1 ", "0x10", "1e3", "--1", "+", "-", "3abc", "abc3", "١"}) {
     SCOPED_TRACE(bad);
     const std::string msg = error_for({{"RANK", bad}});
-    EXPECT_NE(msg.find(std::string("RANK=\"") + bad + "\" is not an integer"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string("RANK=\"") + bad + "\" is not an integer"), std::string::npos)
+        << msg;
   }
 }
 
 TEST(LaunchEnvErrors, OutOfRangeValuesSayTheRange) {
-  EXPECT_EQ(error_for({{"RANK", "-1"}}), "RANK=-1 is out of range: it must be between 0 and 1048575");
+  EXPECT_EQ(error_for({{"RANK", "-1"}}),
+            "RANK=-1 is out of range: it must be between 0 and 1048575");
   EXPECT_EQ(error_for({{"WORLD_SIZE", "0"}}),
             "WORLD_SIZE=0 is out of range: it must be between 1 and 1048576");
   EXPECT_EQ(error_for({{"MASTER_PORT", "0"}}),

@@ -278,7 +278,8 @@ TEST(TCPStoreHardening, AMalformedFieldLengthIsRefused) {
   const int fd = raw_connect(server.port());
   const std::string hello = hello_frame(42);
   // A payload of 6 bytes: opcode kSet, then a field that claims 1000 bytes.
-  const char frame[10] = {6, 0, 0, 0, static_cast<char>(dist::wire::Op::kSet), '\xe8', '\x03', 0, 0, 'k'};
+  const char frame[10] = {6,      0,      0, 0, static_cast<char>(dist::wire::Op::kSet),
+                          '\xe8', '\x03', 0, 0, 'k'};
   ::send(fd, hello.data(), hello.size(), 0);
   ::send(fd, frame, sizeof(frame), 0);
   EXPECT_NE(read_until_closed(fd).find("malformed frame"), std::string::npos);
@@ -361,7 +362,7 @@ TEST(TCPStore, LimitsAreCheckedBeforeSending) {
 TEST(FileStore, TheLastUserDeletesTheFile) {
   const std::string path = temp_path("cleanup");
   std::remove(path.c_str());
-  struct stat st{};
+  struct stat st {};
   {
     dist::FileStore a(path, 2s);
     {

@@ -2,7 +2,8 @@
 //
 // Every rank builds tensor = arange(world_size) + 1 + world_size * rank (seed 002's example),
 // all-reduces it with SUM, and checks the result against the closed form
-//   result[i] = sum over r of (i + 1 + world_size * r) = world_size * (i + 1) + world_size^2 * (world_size - 1) / 2.
+//   result[i] = sum over r of (i + 1 + world_size * r) = world_size * (i + 1) + world_size^2 *
+//   (world_size - 1) / 2.
 // With 2 ranks: [1, 2] + [3, 4] = tensor([4, 6]).
 //
 // Run:   ddprun --standalone --nproc-per-node 2 build/cpu/bin/smoke
@@ -36,7 +37,8 @@ int main(int argc, char** argv) {
           "Each rank all-reduces arange(world_size) + 1 + world_size * rank and checks the sum.\n");
       return 0;
     }
-    if (argc > 1) throw dist::ConfigError(std::string("unknown argument ") + argv[1] + ": see --help");
+    if (argc > 1)
+      throw dist::ConfigError(std::string("unknown argument ") + argv[1] + ": see --help");
 
     // ---- Step 1: join the group (env:// reads what ddprun set)
     dist::init_process_group({.backend = "gloo"});

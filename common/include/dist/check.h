@@ -2,8 +2,8 @@
 //
 // Every failure is a C++ exception derived from dist::Error, thrown where the problem is found and
 // caught exactly once, at the program boundary, by dist::run_main(). The exception type decides the
-// exit code (DESIGN.md): 1 a failed check or runtime error, 2 bad usage or configuration, 77 missing
-// hardware. Messages name the thing to fix: the variable, the value, the rank, and a hint.
+// exit code (DESIGN.md): 1 a failed check or runtime error, 2 bad usage or configuration, 77
+// missing hardware. Messages name the thing to fix: the variable, the value, the rank, and a hint.
 //
 // Taught in: every chapter (the STEP 0 of each main.cpp); first met in chapter 01.
 #pragma once
@@ -16,9 +16,9 @@
 namespace dist {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // a failed check or a runtime error
-inline constexpr int kExitUsage = 2;    // bad usage or configuration: fix the command line or env
-inline constexpr int kExitSkipped = 77; // hardware missing (CTest SKIP_RETURN_CODE)
+inline constexpr int kExitFailure = 1;   // a failed check or a runtime error
+inline constexpr int kExitUsage = 2;     // bad usage or configuration: fix the command line or env
+inline constexpr int kExitSkipped = 77;  // hardware missing (CTest SKIP_RETURN_CODE)
 
 // A runtime failure: a peer died, a check failed, a deadline passed.
 class Error : public std::runtime_error {
@@ -58,7 +58,7 @@ int run_main(const std::function<int()>& body) noexcept;
 
 // DIST_CHECK(cond, hint): if `cond` is false, throw dist::Error naming the expression, the source
 // location and a hint that says what to do about it.
-#define DIST_CHECK(cond, hint)                                   \
-  do {                                                           \
+#define DIST_CHECK(cond, hint)                                          \
+  do {                                                                  \
     if (!(cond)) ::dist::fail_check(#cond, __FILE__, __LINE__, (hint)); \
   } while (false)

@@ -25,7 +25,7 @@ namespace dist {
 
 using Millis = std::chrono::milliseconds;
 
-inline constexpr std::size_t kMaxStoreKeyBytes = 4096;                // longer keys are refused
+inline constexpr std::size_t kMaxStoreKeyBytes = 4096;                 // longer keys are refused
 inline constexpr std::size_t kMaxStoreValueBytes = 64u * 1024 * 1024;  // larger values are refused
 
 class Store {
@@ -69,7 +69,7 @@ class TCPStore : public Store {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    int port = 29500;    // 0 on the server: pick a free port (see port())
+    int port = 29500;  // 0 on the server: pick a free port (see port())
     bool is_server = false;
     Millis timeout{std::chrono::seconds(60)};
     std::uint64_t session = 0;

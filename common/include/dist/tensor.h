@@ -40,14 +40,26 @@ DType promote_types(DType a, DType b);     // torch.promote_types for these four
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return kFloat32; }
-template <> constexpr DType dtype_of<double>() { return kFloat64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return kInt32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return kInt64; }
+template <>
+constexpr DType dtype_of<float>() {
+  return kFloat32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return kFloat64;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return kInt32;
+}
+template <>
+constexpr DType dtype_of<std::int64_t>() {
+  return kInt64;
+}
 
 class Tensor {
  public:
-  Tensor() = default;  // an empty float32 tensor
+  Tensor() = default;                       // an empty float32 tensor
   Tensor(std::int64_t numel, DType dtype);  // zero-filled
 
   // Factories, named and defaulted as in torch.
@@ -149,22 +161,46 @@ Tensor operator+(const Tensor& a, double s);
 Tensor operator-(const Tensor& a, double s);
 Tensor operator*(const Tensor& a, double s);
 Tensor operator/(const Tensor& a, double s);
-inline Tensor operator+(const Tensor& a, int s) { return a + static_cast<std::int64_t>(s); }
-inline Tensor operator-(const Tensor& a, int s) { return a - static_cast<std::int64_t>(s); }
-inline Tensor operator*(const Tensor& a, int s) { return a * static_cast<std::int64_t>(s); }
-inline Tensor operator/(const Tensor& a, int s) { return a / static_cast<std::int64_t>(s); }
-inline Tensor operator+(std::int64_t s, const Tensor& a) { return a + s; }
-inline Tensor operator*(std::int64_t s, const Tensor& a) { return a * s; }
-inline Tensor operator+(int s, const Tensor& a) { return a + s; }
-inline Tensor operator*(int s, const Tensor& a) { return a * s; }
-inline Tensor operator+(double s, const Tensor& a) { return a + s; }
-inline Tensor operator*(double s, const Tensor& a) { return a * s; }
+inline Tensor operator+(const Tensor& a, int s) {
+  return a + static_cast<std::int64_t>(s);
+}
+inline Tensor operator-(const Tensor& a, int s) {
+  return a - static_cast<std::int64_t>(s);
+}
+inline Tensor operator*(const Tensor& a, int s) {
+  return a * static_cast<std::int64_t>(s);
+}
+inline Tensor operator/(const Tensor& a, int s) {
+  return a / static_cast<std::int64_t>(s);
+}
+inline Tensor operator+(std::int64_t s, const Tensor& a) {
+  return a + s;
+}
+inline Tensor operator*(std::int64_t s, const Tensor& a) {
+  return a * s;
+}
+inline Tensor operator+(int s, const Tensor& a) {
+  return a + s;
+}
+inline Tensor operator*(int s, const Tensor& a) {
+  return a * s;
+}
+inline Tensor operator+(double s, const Tensor& a) {
+  return a + s;
+}
+inline Tensor operator*(double s, const Tensor& a) {
+  return a * s;
+}
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Free-function spellings that read like the seeds: dist::arange(world, dist::kInt64).
-inline Tensor arange(std::int64_t n, DType dtype = kInt64) { return Tensor::arange(n, dtype); }
-inline Tensor zeros(std::int64_t n, DType dtype = kFloat32) { return Tensor::zeros(n, dtype); }
+inline Tensor arange(std::int64_t n, DType dtype = kInt64) {
+  return Tensor::arange(n, dtype);
+}
+inline Tensor zeros(std::int64_t n, DType dtype = kFloat32) {
+  return Tensor::zeros(n, dtype);
+}
 inline Tensor full(std::int64_t n, double v, DType dtype = kFloat32) {
   return Tensor::full(n, v, dtype);
 }

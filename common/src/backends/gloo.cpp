@@ -38,7 +38,8 @@ class StoreAdapter : public gloo::rendezvous::Store {
     return std::vector<char>(v.begin(), v.end());
   }
   void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
     store_.wait(keys, timeout);
   }
 
@@ -108,10 +109,14 @@ ReduceFn reduce_function(ReduceOp op) {
 template <typename Fn>
 void with_type(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kInt32: return fn(std::int32_t{});
-    case DType::kInt64: return fn(std::int64_t{});
+    case DType::kFloat32:
+      return fn(float{});
+    case DType::kFloat64:
+      return fn(double{});
+    case DType::kInt32:
+      return fn(std::int32_t{});
+    case DType::kInt64:
+      return fn(std::int64_t{});
   }
 }
 
@@ -254,22 +259,29 @@ class ProcessGroupGloo : public ProcessGroup {
 
   void send(const Tensor& tensor, int dst, int tag) override {
     check_peer(dst, "dst");
-    run("send", describe(tensor) + " to rank " + std::to_string(dst), [&](std::uint32_t) {
-      if (tensor.numel() == 0) return;
-      auto buf = context_->createUnboundBuffer(const_cast<void*>(tensor.data()), tensor.nbytes());
-      buf->send(dst, p2p_slot(tag));
-      buf->waitSend(timeout_);
-    }, /*collective=*/false);
+    run(
+        "send", describe(tensor) + " to rank " + std::to_string(dst),
+        [&](std::uint32_t) {
+          if (tensor.numel() == 0) return;
+          auto buf =
+              context_->createUnboundBuffer(const_cast<void*>(tensor.data()), tensor.nbytes());
+          buf->send(dst, p2p_slot(tag));
+          buf->waitSend(timeout_);
+        },
+        /*collective=*/false);
   }
 
   void recv(Tensor& tensor, int src, int tag) override {
     check_peer(src, "src");
-    run("recv", describe(tensor) + " from rank " + std::to_string(src), [&](std::uint32_t) {
-      if (tensor.numel() == 0) return;
-      auto buf = context_->createUnboundBuffer(tensor.data(), tensor.nbytes());
-      buf->recv(src, p2p_slot(tag));
-      buf->waitRecv(timeout_);
-    }, /*collective=*/false);
+    run(
+        "recv", describe(tensor) + " from rank " + std::to_string(src),
+        [&](std::uint32_t) {
+          if (tensor.numel() == 0) return;
+          auto buf = context_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+          buf->recv(src, p2p_slot(tag));
+          buf->waitRecv(timeout_);
+        },
+        /*collective=*/false);
   }
 
  private:
@@ -298,15 +310,17 @@ class ProcessGroupGloo : public ProcessGroup {
                                (what.empty() ? "" : " (" + what + ")");
       const std::string detail = e.what();
       if (detail.find("Timed out") != std::string::npos) {
-        throw TimeoutError(call + " timed out after " + seconds(timeout_) +
-                           " on rank " + std::to_string(rank()) +
+        throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
+                           std::to_string(rank()) +
                            ": not every rank reached this call. Every rank must make the same "
                            "collective calls in the same order; check for a rank that skipped "
-                           "it, exited, or is stuck. [gloo: " + detail + "]");
+                           "it, exited, or is stuck. [gloo: " +
+                           detail + "]");
       }
       throw Error(call + " failed on rank " + std::to_string(rank()) +
                   ": a peer closed its connection (it exited or crashed; look for its error "
-                  "above). [gloo: " + detail + "]");
+                  "above). [gloo: " +
+                  detail + "]");
     }
   }
 
@@ -323,21 +337,24 @@ class ProcessGroupGloo : public ProcessGroup {
   }
   void check_peer(int r, const char* what) const {
     check_rank(r, what);
-    if (r == rank()) throw ConfigError(std::string(what) + " rank " + std::to_string(r) + " is this rank itself");
+    if (r == rank())
+      throw ConfigError(std::string(what) + " rank " + std::to_string(r) + " is this rank itself");
   }
 
   static void check_op_fits(ReduceOp op, DType dtype) {
     const bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
     if (bitwise && is_floating_point(dtype)) {
       throw ConfigError(std::string("ReduceOp::") + reduce_op_name(op) +
-                        " needs an integer tensor, but this one is " + std::string(dtype_name(dtype)) +
+                        " needs an integer tensor, but this one is " +
+                        std::string(dtype_name(dtype)) +
                         ": bitwise reductions are defined only for int32 and int64");
     }
     if (op == ReduceOp::AVG && !is_floating_point(dtype)) {
-      throw ConfigError(std::string("ReduceOp::AVG needs a floating-point tensor, but this one is ") +
-                        std::string(dtype_name(dtype)) +
-                        ": the average of integers is not an integer. Convert first with "
-                        ".to(dist::kFloat32), or use SUM and divide");
+      throw ConfigError(
+          std::string("ReduceOp::AVG needs a floating-point tensor, but this one is ") +
+          std::string(dtype_name(dtype)) +
+          ": the average of integers is not an integer. Convert first with "
+          ".to(dist::kFloat32), or use SUM and divide");
     }
   }
 
@@ -380,7 +397,8 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
   } catch (const gloo::Exception& e) {
     throw Error("gloo could not connect rank " + std::to_string(rank) + " to its peers (address " +
                 (options.iface.empty() ? options.hostname : "interface " + options.iface) +
-                "): " + e.what() + ". Check that every rank can reach every other on that "
+                "): " + e.what() +
+                ". Check that every rank can reach every other on that "
                 "address (firewall, DIST_IFNAME).");
   }
 }

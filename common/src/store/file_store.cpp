@@ -32,7 +32,8 @@ void put_u32(std::string& out, std::uint32_t v) {
 }
 std::uint32_t get_u32(const char* p) {
   std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -68,8 +69,8 @@ class FileStore::Log {
     const off_t end = ::lseek(fd_.get(), 0, SEEK_END);
     std::size_t done = 0;
     while (done < rec.size()) {
-      const ssize_t n = ::pwrite(fd_.get(), rec.data() + done, rec.size() - done,
-                                 end + static_cast<off_t>(done));
+      const ssize_t n =
+          ::pwrite(fd_.get(), rec.data() + done, rec.size() - done, end + static_cast<off_t>(done));
       if (n < 0) {
         if (errno == EINTR) continue;
         throw Error("cannot write the file store " + path_ + ": " + net::describe_errno(errno));
@@ -100,9 +101,10 @@ class FileStore::Log {
   void lock_live_file() {
     for (;;) {
       while (::flock(fd_.get(), LOCK_EX) != 0) {
-        if (errno != EINTR) throw Error("flock(" + path_ + ") failed: " + net::describe_errno(errno));
+        if (errno != EINTR)
+          throw Error("flock(" + path_ + ") failed: " + net::describe_errno(errno));
       }
-      struct stat st{};
+      struct stat st {};
       if (::fstat(fd_.get(), &st) == 0 && st.st_nlink > 0) return;
       ::flock(fd_.get(), LOCK_UN);
       open();
@@ -111,17 +113,19 @@ class FileStore::Log {
 
   // Reads the records appended since our last look.
   void replay() {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd_.get(), &st) != 0) throw Error("fstat(" + path_ + ") failed");
     if (st.st_size < offset_) {
-      throw Error("the file store " + path_ + " shrank while in use: another job is using the "
+      throw Error("the file store " + path_ +
+                  " shrank while in use: another job is using the "
                   "same file; give each job its own file:// path");
     }
     if (st.st_size == offset_) return;
     std::string buf(static_cast<std::size_t>(st.st_size - offset_), '\0');
     std::size_t got = 0;
     while (got < buf.size()) {
-      const ssize_t n = ::pread(fd_.get(), buf.data() + got, buf.size() - got, offset_ + static_cast<off_t>(got));
+      const ssize_t n =
+          ::pread(fd_.get(), buf.data() + got, buf.size() - got, offset_ + static_cast<off_t>(got));
       if (n <= 0) {
         if (n < 0 && errno == EINTR) continue;
         throw Error("cannot read the file store " + path_);
@@ -130,7 +134,8 @@ class FileStore::Log {
     }
     std::size_t pos = 0;
     auto torn = [&] {
-      return Error("the file store " + path_ + " ends in a torn record (a process died while "
+      return Error("the file store " + path_ +
+                   " ends in a torn record (a process died while "
                    "writing it): delete the file and restart the job");
     };
     while (pos < buf.size()) {
@@ -278,8 +283,12 @@ std::vector<std::string> PrefixStore::prefixed(const std::vector<std::string>& k
   return out;
 }
 
-void PrefixStore::set(const std::string& key, const std::string& value) { base_->set(prefixed(key), value); }
-std::string PrefixStore::get(const std::string& key) { return base_->get(prefixed(key)); }
+void PrefixStore::set(const std::string& key, const std::string& value) {
+  base_->set(prefixed(key), value);
+}
+std::string PrefixStore::get(const std::string& key) {
+  return base_->get(prefixed(key));
+}
 std::int64_t PrefixStore::add(const std::string& key, std::int64_t delta) {
   return base_->add(prefixed(key), delta);
 }
@@ -290,8 +299,14 @@ std::string PrefixStore::compare_set(const std::string& key, const std::string& 
 void PrefixStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   base_->wait(prefixed(keys), timeout);
 }
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(prefixed(keys)); }
-bool PrefixStore::delete_key(const std::string& key) { return base_->delete_key(prefixed(key)); }
-std::int64_t PrefixStore::num_keys() { return base_->num_keys(); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_->check(prefixed(keys));
+}
+bool PrefixStore::delete_key(const std::string& key) {
+  return base_->delete_key(prefixed(key));
+}
+std::int64_t PrefixStore::num_keys() {
+  return base_->num_keys();
+}
 
 }  // namespace dist

@@ -84,8 +84,8 @@ class TCPStore::Server {
     net::Fd fd;
     std::string in;
     std::string out;
-    bool joined = false;   // passed the hello handshake
-    bool closing = false;  // close once `out` is flushed
+    bool joined = false;                  // passed the hello handshake
+    bool closing = false;                 // close once `out` is flushed
     std::optional<wire::Message> parked;  // a get/wait waiting for keys...
     Deadline parked_until{};              // ...until this moment, then it gets kTimeout
   };
@@ -242,7 +242,8 @@ class TCPStore::Server {
       return false;
     };
     // get and wait carry their timeout in milliseconds first, then the keys.
-    const bool waits = m.head == static_cast<std::uint8_t>(Op::kGet) || m.head == static_cast<std::uint8_t>(Op::kWait);
+    const bool waits = m.head == static_cast<std::uint8_t>(Op::kGet) ||
+                       m.head == static_cast<std::uint8_t>(Op::kWait);
     const bool all_fields_are_keys = waits || m.head == static_cast<std::uint8_t>(Op::kCheck);
     for (std::size_t i = waits ? 1 : 0; i < f.size() && (i == 0 || all_fields_are_keys); ++i) {
       if (f[i].size() > kMaxStoreKeyBytes) return bad();
@@ -473,7 +474,8 @@ class TCPStore::Client {
 // TCPStore
 // ---------------------------------------------------------------------------------------------
 TCPStore::TCPStore(const Options& options) : Store(options.timeout), options_(options) {
-  if (options.is_server) server_ = std::make_unique<Server>(options.host, options.port, options.session);
+  if (options.is_server)
+    server_ = std::make_unique<Server>(options.host, options.port, options.session);
   client_ = std::make_unique<Client>(options_, port());
 }
 
@@ -482,7 +484,9 @@ TCPStore::~TCPStore() {
   server_.reset();
 }
 
-int TCPStore::port() const { return server_ ? server_->port() : options_.port; }
+int TCPStore::port() const {
+  return server_ ? server_->port() : options_.port;
+}
 
 void TCPStore::wait_for_clients_to_leave(std::chrono::steady_clock::time_point deadline) {
   client_.reset();  // our own connection counts as a client too
@@ -490,11 +494,15 @@ void TCPStore::wait_for_clients_to_leave(std::chrono::steady_clock::time_point d
 }
 
 namespace {
-Deadline deadline_after(Millis timeout) { return Clock::now() + timeout; }
+Deadline deadline_after(Millis timeout) {
+  return Clock::now() + timeout;
+}
 // get and wait are timed by the server, which answers kTimeout; the client waits a little
 // longer, so that only a server that stopped answering altogether trips the client's deadline.
 constexpr auto kServerTimedGrace = std::chrono::seconds(5);
-std::string quoted(const std::string& key) { return "\"" + key + "\""; }
+std::string quoted(const std::string& key) {
+  return "\"" + key + "\"";
+}
 }  // namespace
 
 void TCPStore::set(const std::string& key, const std::string& value) {
@@ -542,7 +550,8 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
 }
 
 bool TCPStore::delete_key(const std::string& key) {
-  auto r = client_->call(Op::kDelete, {key}, deadline_after(timeout_), "delete_key(" + quoted(key) + ")");
+  auto r = client_->call(Op::kDelete, {key}, deadline_after(timeout_),
+                         "delete_key(" + quoted(key) + ")");
   return r.size() == 1 && r[0] == "1";
 }
 

@@ -14,7 +14,8 @@ void put_u32(char* out, std::uint32_t v) {
 
 std::uint32_t read_length(const char* prefix) {
   std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(prefix[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(prefix[i])) << (8 * i);
   return v;
 }
 
@@ -49,7 +50,8 @@ std::optional<Message> parse_payload(std::string_view payload) {
 
 std::string encode_u64(std::uint64_t v) {
   std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xffu);
+  for (int i = 0; i < 8; ++i)
+    s[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xffu);
   return s;
 }
 

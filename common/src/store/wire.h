@@ -39,7 +39,9 @@ inline constexpr std::size_t kMaxFieldsPerFrame = 4096;
 // Builds one frame: the length prefix is filled in by finish().
 class Writer {
  public:
-  explicit Writer(std::uint8_t head) : bytes_(4, '\0') { bytes_.push_back(static_cast<char>(head)); }
+  explicit Writer(std::uint8_t head) : bytes_(4, '\0') {
+    bytes_.push_back(static_cast<char>(head));
+  }
   Writer& field(std::string_view f);
   std::string finish();
 

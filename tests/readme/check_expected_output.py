@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Checks that every "expected output" block in a README comes from a real run.
+
+A block is marked in the Markdown like this:
+
+    <!-- expected-output: PROGRAM --nproc N [-- ARGS...] -->
+    ```
+    [rank 0/2] ...
+    ```
+
+The checker runs `BIN/ddprun --standalone --nproc-per-node N BIN/PROGRAM ARGS...`, and compares the
+program's standard output with the block as a multiset of lines: ranks print concurrently, so
+their lines may arrive in any order, but every line must be there exactly as many times.
+
+usage: check_expected_output.py BIN_DIR README.md [README.md ...]
+"""
+import re
+import shlex
+import subprocess
+import sys
+from collections import Counter
+
+MARKER = re.compile(r"<!-- expected-output: (.+?) -->\s*\n```[a-z]*\n(.*?)```", re.S)
+
+
+def parse_marker(spec):
+    words = shlex.split(spec)
+    program, nproc, args = words[0], 1, []
+    rest = words[1:]
+    while rest:
+        word = rest.pop(0)
+        if word == "--nproc":
+            nproc = int(rest.pop(0))
+        elif word == "--":
+            args = rest
+            break
+        else:
+            raise SystemExit(f"bad expected-output marker '{spec}': unknown word '{word}'")
+    return program, nproc, args
+
+
+def check(bin_dir, readme):
+    text = open(readme, encoding="utf-8").read()
+    blocks = MARKER.findall(text)
+    failures = 0
+    for spec, block in blocks:
+        program, nproc, args = parse_marker(spec)
+        cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc),
+               f"{bin_dir}/{program}", *args]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        got = Counter(run.stdout.splitlines())
+        want = Counter(block.splitlines())
+        if run.returncode != 0 or got != want:
+            failures += 1
+            print(f"{readme}: the block for '{spec}' does not match a real run "
+                  f"(exit code {run.returncode})")
+            for line in sorted((want - got).elements()):
+                print(f"  only in the README: {line}")
+            for line in sorted((got - want).elements()):
+                print(f"  only in the run:    {line}")
+            if run.stderr:
+                print("  stderr:\n    " + run.stderr.replace("\n", "\n    "))
+        else:
+            print(f"{readme}: '{spec}' matches a real run ({sum(want.values())} lines)")
+    return len(blocks), failures
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    bin_dir, readmes = sys.argv[1], sys.argv[2:]
+    total = failed = 0
+    for readme in readmes:
+        n, f = check(bin_dir, readme)
+        total, failed = total + n, failed + f
+    if total == 0:
+        raise SystemExit("no expected-output blocks found: the check would prove nothing")
+    print(f"{total - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
