@@ -23,23 +23,6 @@ namespace {
               "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
 }
 
-// Calls f(std::type_identity<T>{}) with the C++ element type of `dtype`: the one place that maps
-// the runtime dtype to compile-time code.
-template <typename F>
-decltype(auto) visit_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(std::type_identity<float>{});
-    case kFloat64:
-      return f(std::type_identity<double>{});
-    case kInt32:
-      return f(std::type_identity<std::int32_t>{});
-    case kInt64:
-      return f(std::type_identity<std::int64_t>{});
-  }
-  throw_invalid_dtype(dtype);
-}
-
 // The same, for code that only exists for floating element types (true division).
 template <typename F>
 decltype(auto) visit_floating_dtype(DType dtype, F&& f) {

@@ -1,8 +1,5 @@
 // init_process_group on real processes: the three init methods, precedence, get_dist_info,
 // destroy and re-init, and every kind of bad input ending fast with a message that names it.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -289,15 +286,8 @@ TEST(BadInput, MalformedInitMethod) {
 TEST(BadInput, MasterPortAlreadyInUse) {
   // Something else holds the port: rank 0 cannot host the store there, and rank 1 finds a
   // stranger instead of a store. Both say so and exit 2.
-  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(holder, 16), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
+  const auto holder = dist::testing::listen_on_loopback();
+  const int port = holder.port;
   const auto start = Clock::now();
   auto results = run_ranks(
       2,
@@ -307,7 +297,7 @@ TEST(BadInput, MasterPortAlreadyInUse) {
         return 0;
       },
       60s);
-  ::close(holder);
+  ::close(holder.fd);
   EXPECT_LT(Clock::now() - start, 15s);
   EXPECT_EQ(results[0].exit_code, 2) << describe(results);
   EXPECT_TRUE(contains(results[0].output,

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "dist/check.h"
@@ -80,17 +81,25 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<int(int)>&
   return results;
 }
 
-int free_port() {
+Listener listen_on_loopback() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 16) != 0) {
+    throw std::runtime_error("cannot listen on 127.0.0.1");
+  }
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  return {fd, ntohs(addr.sin_port)};
+}
+
+int free_port() {
+  const Listener l = listen_on_loopback();
+  ::close(l.fd);
+  return l.port;
 }
 
 void set_env(const std::map<std::string, std::string>& vars) {

@@ -27,6 +27,13 @@ std::vector<RankResult> run_ranks(int world_size, const std::function<int(int ra
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 
+// A socket listening on 127.0.0.1 at a port the kernel picked: "another program" holding a port.
+struct Listener {
+  int fd;
+  int port;
+};
+Listener listen_on_loopback();
+
 // Sets (or, for "", unsets) environment variables in this process.
 void set_env(const std::map<std::string, std::string>& vars);
 

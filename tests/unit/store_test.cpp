@@ -308,28 +308,21 @@ TEST(TCPStoreHardening, AClientThatVanishesMidRequestDoesNotHurtTheServer) {
 
 TEST(TCPStoreHardening, AForeignServerIsNamedAsSuch) {
   // Something that is not a dist store listens on the port and answers nonsense.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ::listen(listener, 4);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const auto listener = dist::testing::listen_on_loopback();
   std::thread foreign([&] {
-    const int c = ::accept(listener, nullptr, nullptr);
+    const int c = ::accept(listener.fd, nullptr, nullptr);
     const char answer[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
     ::send(c, answer, sizeof(answer) - 1, 0);
     ::close(c);
   });
   try {
-    TCPStore c(client_options(ntohs(addr.sin_port), 2s));
+    TCPStore c(client_options(listener.port, 2s));
     FAIL() << "joined a foreign server";
   } catch (const dist::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("not this job's store"), std::string::npos) << e.what();
   }
   foreign.join();
-  ::close(listener);
+  ::close(listener.fd);
 }
 
 TEST(TCPStore, ServerWaitsForClientsToLeaveButNotPastTheDeadline) {

@@ -38,6 +38,26 @@ bool is_floating_point(DType dtype);
 std::string_view dtype_name(DType dtype);  // "torch.float32", ... as torch spells them
 DType promote_types(DType a, DType b);     // torch.promote_types for these four dtypes
 
+// Calls f(std::type_identity<T>{}) with T the C++ element type of `dtype`: the one place that
+// turns the run-time dtype into compile-time code, e.g.
+//   dist::visit_dtype(t.dtype(), [&]<typename T>(std::type_identity<T>) { T* p = t.data_ptr<T>();
+//   });
+template <typename F>
+decltype(auto) visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return f(std::type_identity<float>{});
+    case DType::kFloat64:
+      return f(std::type_identity<double>{});
+    case DType::kInt32:
+      return f(std::type_identity<std::int32_t>{});
+    case DType::kInt64:
+      return f(std::type_identity<std::int64_t>{});
+  }
+  throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)) +
+              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
+}
+
 template <typename T>
 constexpr DType dtype_of();
 template <>

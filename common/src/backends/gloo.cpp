@@ -105,21 +105,6 @@ ReduceFn reduce_function(ReduceOp op) {
   throw Error("unreachable reduce op");
 }
 
-// Calls fn(T{}) with T the C++ type of `dtype`.
-template <typename Fn>
-void with_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return fn(float{});
-    case DType::kFloat64:
-      return fn(double{});
-    case DType::kInt32:
-      return fn(std::int32_t{});
-    case DType::kInt64:
-      return fn(std::int64_t{});
-  }
-}
-
 std::string seconds(std::chrono::milliseconds ms) {
   std::ostringstream s;
   s << static_cast<double>(ms.count()) / 1000.0 << " s";
@@ -139,8 +124,7 @@ class ProcessGroupGloo : public ProcessGroup {
     check_op_fits(op, tensor.dtype());
     run("all_reduce", describe(tensor, op), [&](std::uint32_t tag) {
       if (tensor.numel() == 0) return plain_barrier(tag);
-      with_type(tensor.dtype(), [&](auto zero) {
-        using T = decltype(zero);
+      visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
         gloo::AllreduceOptions opts(context_);
         opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
         opts.setReduceFunction(reduce_function<T>(op));
@@ -156,8 +140,7 @@ class ProcessGroupGloo : public ProcessGroup {
     check_rank(src, "src");
     run("broadcast", describe(tensor) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
       if (tensor.numel() == 0) return plain_barrier(tag);
-      with_type(tensor.dtype(), [&](auto zero) {
-        using T = decltype(zero);
+      visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
         gloo::BroadcastOptions opts(context_);
         opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
         opts.setRoot(src);
@@ -176,8 +159,7 @@ class ProcessGroupGloo : public ProcessGroup {
     Tensor flat(input.numel() * size(), input.dtype());
     run("all_gather", describe(input), [&](std::uint32_t tag) {
       if (input.numel() == 0) return plain_barrier(tag);
-      with_type(input.dtype(), [&](auto zero) {
-        using T = decltype(zero);
+      visit_dtype(input.dtype(), [&]<typename T>(std::type_identity<T>) {
         gloo::AllgatherOptions opts(context_);
         // Gloo only reads the input; its API takes a non-const pointer.
         opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
@@ -213,8 +195,7 @@ class ProcessGroupGloo : public ProcessGroup {
     Tensor flat(root ? input.numel() * size() : 0, input.dtype());
     run("gather", describe(input) + ", dst " + std::to_string(dst), [&](std::uint32_t tag) {
       if (input.numel() == 0) return plain_barrier(tag);
-      with_type(input.dtype(), [&](auto zero) {
-        using T = decltype(zero);
+      visit_dtype(input.dtype(), [&]<typename T>(std::type_identity<T>) {
         gloo::GatherOptions opts(context_);
         opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
         if (root) opts.setOutput(flat.data_ptr<T>(), static_cast<std::size_t>(flat.numel()));
@@ -240,8 +221,7 @@ class ProcessGroupGloo : public ProcessGroup {
     }
     run("scatter", describe(output) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
       if (output.numel() == 0) return plain_barrier(tag);
-      with_type(output.dtype(), [&](auto zero) {
-        using T = decltype(zero);
+      visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {
         gloo::ScatterOptions opts(context_);
         std::vector<T*> ptrs;
         if (root) {
