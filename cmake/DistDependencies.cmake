@@ -68,6 +68,9 @@ if(DIST_WITH_CUDA)
     # Hopper as real code, plus PTX for it so newer GPUs can JIT-compile the kernels.
     set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
   endif()
+  # CMake 3.25 does not know nvcc's C++20 flag; the kernels need no more than C++17.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   dist_report(TRUE "CUDA ${CUDAToolkit_VERSION}" "GPU kernels (${CMAKE_CUDA_ARCHITECTURES})" "")

@@ -6,6 +6,7 @@
 // but cannot run our code is not usable. Exit codes: 0 usable, 77 no usable GPU (with the reason),
 // 1 a device that misbehaved.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <vector>
@@ -48,14 +49,27 @@ bool kernel_runs_on(int device) {
   return true;
 }
 
+// Why there is no device, in the words a user can act on. Without any NVIDIA driver the CUDA
+// runtime says "driver version is insufficient", which sends people looking for an upgrade.
+const char* no_gpu_reason(cudaError_t rc) {
+  if (rc == cudaSuccess) return "the CUDA runtime found 0 devices";
+  const bool driver_loaded = ::access("/proc/driver/nvidia/version", F_OK) == 0;
+  if (rc == cudaErrorInsufficientDriver && driver_loaded) {
+    return "the NVIDIA driver is older than this CUDA toolkit needs: upgrade the driver";
+  }
+  if (rc == cudaErrorInsufficientDriver || rc == cudaErrorNoDevice) {
+    return "no NVIDIA driver or device on this machine";
+  }
+  return cudaGetErrorString(rc);
+}
+
 }  // namespace
 
 int main() {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess || count == 0) {
-    std::printf("gpu_probe: no usable GPU: %s\n",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "the CUDA runtime found 0 devices");
+    std::printf("gpu_probe: no usable GPU: %s\n", no_gpu_reason(rc));
     return kExitNoGpu;
   }
   int usable = 0;
