@@ -200,6 +200,7 @@ class TCPStore::Server {
       }
       if (!c.joined) {
         if (!handle_hello(c, *msg)) return false;
+        if (c.closing) return true;  // turned away: ignore anything else it sent
         continue;
       }
       if (!handle(c, *msg)) return false;
