@@ -9,6 +9,7 @@
 //   3. connect: the backend (Gloo) exchanges its addresses through the store and connects.
 #include "dist/init.h"
 
+#include <net/if.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -111,8 +112,11 @@ struct Resolved {
   int local_world_size = 1;
   std::string master_addr;
   int master_port = 0;
-  std::string rank_source;  // for messages: "the argument", "the URL", "RANK", ...
+  std::string rank_source;   // for messages: "the argument", "the URL", "RANK", ...
+  std::string resolved_url;  // env://, tcp://host:port or file:///path, without the query
 };
+
+std::string where(const Resolved& r);
 
 // One value by precedence: the explicit argument, else the URL query, else the environment.
 int pick(int explicit_value, int unset, const Url& url, const char* query_key,
@@ -150,10 +154,7 @@ Resolved resolve(const InitOptions& o) {
     }
     throw ConfigError("unknown backend \"" + o.backend + "\": use gloo, nccl or auto");
   }
-  if (o.timeout <= std::chrono::milliseconds::zero()) {
-    throw ConfigError("the timeout must be positive, got " + std::to_string(o.timeout.count()) +
-                      " ms");
-  }
+  Store::checked_timeout(o.timeout);
   Resolved r;
   r.url = parse_url(o.init_method);
   const LaunchEnv env = read_launch_env();
@@ -187,6 +188,9 @@ Resolved resolve(const InitOptions& o) {
     r.master_addr = r.url.host;
     r.master_port = r.url.port;
   }
+  r.resolved_url = r.url.scheme == "env"   ? "env://"
+                   : r.url.scheme == "tcp" ? "tcp://" + where(r)
+                                           : "file://" + r.url.path;
   return r;
 }
 
@@ -301,10 +305,22 @@ std::shared_ptr<Store> open_store(const Resolved& r, std::uint64_t session,
   return std::make_shared<TCPStore>(o);
 }
 
-backends::GlooOptions gloo_options(const Resolved& r, std::chrono::milliseconds timeout) {
+backends::GlooOptions gloo_options(const Resolved& r, std::chrono::milliseconds timeout,
+                                   std::chrono::milliseconds connect_timeout) {
   backends::GlooOptions g;
   g.timeout = timeout;
-  g.iface = env_value("DIST_IFNAME").value_or(env_value("GLOO_SOCKET_IFNAME").value_or(""));
+  g.connect_timeout = connect_timeout;
+  for (const char* var : {"DIST_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    if (auto name = env_value(var)) {
+      if (::if_nametoindex(name->c_str()) == 0) {
+        throw ConfigError(std::string(var) + "=" + *name +
+                          " is not a network interface of this machine: list them with "
+                          "`ip -brief address`, or unset it to use the one that routes to rank 0");
+      }
+      g.iface = *name;
+      break;
+    }
+  }
   // The interface that routes to rank 0 is the one the other ranks can reach us on.
   g.hostname = r.url.scheme == "file" ? "127.0.0.1" : net::local_address_towards(r.master_addr);
   return g;
@@ -321,7 +337,8 @@ void init_process_group(const InitOptions& options) {
   }
   const Resolved r = resolve(options);
   const auto deadline = Clock::now() + options.timeout;
-  const std::uint64_t generation = g_generation++;
+  // Counted only when init succeeds, so every rank that gets past init agrees on the number.
+  const std::uint64_t generation = g_generation;
 
   // A dead peer must surface as an error from the backend, not kill us silently: Gloo writes to
   // sockets without MSG_NOSIGNAL, so a write to a closed connection would raise SIGPIPE.
@@ -334,12 +351,14 @@ void init_process_group(const InitOptions& options) {
         options.group_name + "/" + std::to_string(generation), group->base);
     meet(*group->store, r, deadline);
 
+    // The backend connects in whatever is left of the timeout.
     PrefixStore gloo_store("gloo", group->store);
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    gloo_store.set_timeout(std::max(left, std::chrono::milliseconds(1)));
+        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                 std::chrono::milliseconds(1));
+    gloo_store.set_timeout(left);
     group->pg = backends::make_gloo_group(r.rank, r.world_size, gloo_store,
-                                          gloo_options(r, options.timeout));
+                                          gloo_options(r, options.timeout, left));
   } catch (const Error&) {
     // Rank 0 hosts the store: give the other ranks a moment to read why the job cannot start
     // (the "conflict" key) before its process, and the store with it, goes away.
@@ -350,16 +369,11 @@ void init_process_group(const InitOptions& options) {
     throw;
   }
 
-  group->info = DistInfo{true,
-                         r.rank,
-                         r.world_size,
-                         r.local_rank,
-                         r.local_world_size,
-                         r.master_addr,
-                         r.master_port,
-                         group->pg->backend(),
-                         options.init_method.empty() ? "env://" : options.init_method};
+  group->info = DistInfo{
+      true,          r.rank,        r.world_size,         r.local_rank,  r.local_world_size,
+      r.master_addr, r.master_port, group->pg->backend(), r.resolved_url};
   g_group = group.release();
+  ++g_generation;
 }
 
 bool is_initialized() {

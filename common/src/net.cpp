@@ -136,12 +136,24 @@ int local_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
 }
 
-Fd try_connect(const std::string& host, int port, Deadline deadline) {
+std::vector<Address> resolve_tcp(const std::string& host, int port) {
   AddrInfoPtr ai = resolve(host, port, SOCK_STREAM, false);
+  std::vector<Address> out;
   for (addrinfo* p = ai.get(); p != nullptr; p = p->ai_next) {
-    Fd fd(::socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    Address a{};
+    std::memcpy(&a.storage, p->ai_addr, p->ai_addrlen);
+    a.length = p->ai_addrlen;
+    out.push_back(a);
+  }
+  return out;
+}
+
+Fd try_connect(const std::vector<Address>& addresses, Deadline deadline) {
+  for (const Address& a : addresses) {
+    const auto* sa = reinterpret_cast<const sockaddr*>(&a.storage);
+    Fd fd(::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) continue;
-    int rc = ::connect(fd.get(), p->ai_addr, p->ai_addrlen);
+    int rc = ::connect(fd.get(), sa, a.length);
     if (rc != 0 && errno == EINPROGRESS) {
       if (!wait_for(fd.get(), POLLOUT, deadline)) return Fd();
       int err = 0;

@@ -2,8 +2,11 @@
 // deadline and throws dist::TimeoutError when it passes, so no caller can hang forever.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace dist::net {
 
@@ -39,10 +42,17 @@ class Fd {
 Fd listen_on(const std::string& host, int port);
 int local_port(int fd);
 
-// One connection attempt to host:port, bounded by `deadline`. Returns an invalid Fd when nobody
-// is listening yet (refused, unreachable): the caller decides whether to retry. Throws
-// dist::ConfigError when the host name cannot be resolved.
-Fd try_connect(const std::string& host, int port, Deadline deadline);
+// The addresses host:port resolves to, for TCP. Throws dist::ConfigError when it does not
+// resolve. Resolve once and retry connecting to the result: a name server can be slow.
+struct Address {
+  sockaddr_storage storage;
+  socklen_t length;
+};
+std::vector<Address> resolve_tcp(const std::string& host, int port);
+
+// One connection attempt to each address in turn, bounded by `deadline`. Returns an invalid Fd
+// when nobody is listening yet (refused, unreachable): the caller decides whether to retry.
+Fd try_connect(const std::vector<Address>& addresses, Deadline deadline);
 
 // Sends/receives exactly `n` bytes before `deadline`. Return false if the peer closed the
 // connection; throw dist::TimeoutError on the deadline.

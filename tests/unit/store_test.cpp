@@ -1,7 +1,9 @@
 // The rendezvous stores: every operation on TCPStore and FileStore, their deadlines, and how the
 // TCP server survives clients that misbehave.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -95,9 +97,20 @@ TEST_P(StoreContract, AddCountsFromZeroAndStoresDecimalText) {
   EXPECT_EQ(stores_.b->get("counter"), "-4");
 }
 
-TEST_P(StoreContract, AddOnANonIntegerValueIsAnError) {
+TEST_P(StoreContract, AddOnANonIntegerValueIsAnErrorAndTheHandleStillWorks) {
   stores_.a->set("text", "hello");
   EXPECT_THROW(stores_.b->add("text", 1), dist::Error);
+  EXPECT_EQ(stores_.b->add("number", 2), 2);
+  EXPECT_EQ(stores_.b->get("text"), "hello");
+}
+
+TEST_P(StoreContract, TimeoutsBeyondAWeekAreRefusedNotOverflowed) {
+  EXPECT_THROW(stores_.a->set_timeout(std::chrono::milliseconds::max()), dist::ConfigError);
+  EXPECT_THROW(stores_.a->wait({"k"}, std::chrono::hours(24 * 8)), dist::ConfigError);
+  EXPECT_THROW(stores_.a->set_timeout(0ms), dist::ConfigError);
+  stores_.a->set_timeout(dist::kMaxTimeout);  // the limit itself is fine
+  stores_.a->set("k", "v");
+  EXPECT_EQ(stores_.a->get("k"), "v");
 }
 
 TEST_P(StoreContract, CompareSetFollowsTorchSemantics) {
@@ -287,6 +300,56 @@ TEST(TCPStoreHardening, AMalformedFieldLengthIsRefused) {
   EXPECT_EQ(server.add("alive", 1), 1);
 }
 
+// Sends raw bytes on a fresh connection that has said hello with `session`.
+int joined_raw_client(int port, std::uint64_t session) {
+  const int fd = raw_connect(port);
+  const std::string hello = hello_frame(session);
+  EXPECT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  return fd;
+}
+
+std::string frame(dist::wire::Op op, std::initializer_list<std::string> fields) {
+  dist::wire::Writer w(static_cast<std::uint8_t>(op));
+  for (const auto& f : fields) w.field(f);
+  return w.finish();
+}
+
+TEST(TCPStoreHardening, AHugeServerSideTimeoutIsRefusedWithoutHarm) {
+  TCPStore server(server_options());
+  const int fd = joined_raw_client(server.port(), 42);
+  const std::string get = frame(dist::wire::Op::kGet, {"9223372036854775807", "k"});
+  ::send(fd, get.data(), get.size(), 0);
+  EXPECT_NE(read_until_closed(fd).find("bad request"), std::string::npos);
+  ::close(fd);
+  EXPECT_EQ(server.add("alive", 1), 1);
+}
+
+TEST(TCPStoreHardening, ATurnedAwayClientCannotSlipARequestIn) {
+  TCPStore server(server_options());
+  const int fd = raw_connect(server.port());
+  const std::string both = hello_frame(7) + frame(dist::wire::Op::kSet, {"sneaky", "x"});
+  ::send(fd, both.data(), both.size(), 0);
+  read_until_closed(fd);
+  ::close(fd);
+  EXPECT_FALSE(server.check({"sneaky"}));
+}
+
+TEST(TCPStoreHardening, AClientThatSendsWithoutReadingDoesNotStallTheOthers) {
+  TCPStore server(server_options());
+  server.set("big", std::string(8 << 20, 'x'));
+  // 200 requests for 8 MiB each, never read: 1.6 GB of replies if the server buffered them all.
+  const int greedy = joined_raw_client(server.port(), 42);
+  const std::string get = frame(dist::wire::Op::kGet, {"1000", "big"});
+  std::string burst;
+  for (int i = 0; i < 200; ++i) burst += get;
+  ::send(greedy, burst.data(), burst.size(), MSG_DONTWAIT);
+  TCPStore other(client_options(server.port()));
+  const auto start = Clock::now();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(other.add("counter", 1), i + 1);
+  EXPECT_LT(Clock::now() - start, 3s);
+  ::close(greedy);
+}
+
 TEST(TCPStoreHardening, AClientThatVanishesMidRequestDoesNotHurtTheServer) {
   TCPStore server(server_options());
   for (int i = 0; i < 50; ++i) {
@@ -384,6 +447,40 @@ TEST(FileStore, ATornRecordIsReportedNotMisread) {
     EXPECT_NE(std::string(e.what()).find("torn record"), std::string::npos) << e.what();
   }
   std::remove(path.c_str());
+}
+
+TEST(FileStore, ALockHeldByAStoppedProcessEndsInATimeout) {
+  const std::string path = temp_path("locked");
+  std::remove(path.c_str());
+  dist::FileStore store(path, 300ms);
+  // Another open file description of the same file holds the lock, as a stopped rank would.
+  const int holder = ::open(path.c_str(), O_RDWR);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  const auto start = Clock::now();
+  try {
+    store.set("k", "v");
+    FAIL() << "set went through a held lock";
+  } catch (const dist::TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("stayed locked by another process"), std::string::npos);
+  }
+  EXPECT_LT(Clock::now() - start, 3s);
+  ::close(holder);
+  store.set("k", "v");
+  EXPECT_EQ(store.get("k"), "v");
+}
+
+TEST(FileStore, AddIsAtomicAcrossProcesses) {
+  const std::string path = temp_path("atomic");
+  std::remove(path.c_str());
+  dist::FileStore keep(path, 10s);  // keeps the file alive after the other processes close it
+  constexpr int kAdds = 200;
+  auto results = dist::testing::run_ranks(4, [&](int) {
+    dist::FileStore store(path, 10s);
+    for (int i = 0; i < kAdds; ++i) store.add("counter", 1);
+    return 0;
+  });
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << dist::testing::describe(results);
+  EXPECT_EQ(keep.add("counter", 0), 4 * kAdds);
 }
 
 TEST(FileStore, AnUnwritablePathIsAConfigError) {

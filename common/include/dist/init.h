@@ -37,13 +37,15 @@ struct InitOptions {
   std::string init_method;       // "" means "env://"
   int world_size = -1;           // -1: from the URL or the environment
   int rank = -1;                 // -1: from the URL or the environment
-  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::chrono::milliseconds timeout = kDefaultTimeout;  // positive, at most dist::kMaxTimeout
   std::string group_name = "default";
 };
 
 // Joins the default process group. Blocks until all world_size ranks have joined or the timeout
 // passes; on timeout the error lists the ranks that never arrived. Calling it twice without
-// destroy_process_group() in between is an error.
+// destroy_process_group() in between is an error. It sets SIGPIPE to be ignored in this process:
+// Gloo writes to sockets without MSG_NOSIGNAL, and a peer that died must surface as an error
+// from the next collective, not kill this rank without a word.
 void init_process_group(const InitOptions& options = {});
 bool is_initialized();
 // Leaves the group and frees it; init_process_group may be called again afterwards.
@@ -69,7 +71,7 @@ struct DistInfo {
   std::string master_addr;  // "" for file://
   int master_port = 0;      // 0 for file://
   std::string backend;      // "" before init
-  std::string init_method;  // the resolved URL, e.g. "env://" or "file:///tmp/x"
+  std::string init_method;  // "env://", "tcp://host:port" or "file:///path" (no query)
 };
 DistInfo get_dist_info();
 

@@ -25,12 +25,16 @@ namespace dist {
 
 using Millis = std::chrono::milliseconds;
 
+// The longest timeout anything accepts: a week. Longer ones are refused with a ConfigError
+// rather than overflowing a clock somewhere.
+inline constexpr std::chrono::milliseconds kMaxTimeout = std::chrono::hours(24 * 7);
+
 inline constexpr std::size_t kMaxStoreKeyBytes = 4096;                 // longer keys are refused
 inline constexpr std::size_t kMaxStoreValueBytes = 64u * 1024 * 1024;  // larger values are refused
 
 class Store {
  public:
-  explicit Store(Millis timeout) : timeout_(timeout) {}
+  explicit Store(Millis timeout) : timeout_(checked_timeout(timeout)) {}
   virtual ~Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -55,7 +59,10 @@ class Store {
   virtual std::int64_t num_keys() = 0;
 
   Millis timeout() const { return timeout_; }
-  void set_timeout(Millis timeout) { timeout_ = timeout; }
+  void set_timeout(Millis timeout) { timeout_ = checked_timeout(timeout); }
+
+  // `timeout` if it is positive and at most kMaxTimeout; a dist::ConfigError otherwise.
+  static Millis checked_timeout(Millis timeout);
 
  protected:
   Millis timeout_;
@@ -126,6 +133,7 @@ class FileStore : public Store {
 
  private:
   class Log;
+  std::chrono::steady_clock::time_point deadline() const;  // now + the timeout
   std::string path_;
   std::unique_ptr<Log> log_;
 };

@@ -10,6 +10,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
+#include <gloo/common/logging.h>
 #include <gloo/gather.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -103,6 +104,20 @@ ReduceFn reduce_function(ReduceOp op) {
       break;
   }
   throw Error("unreachable reduce op");
+}
+
+// Runs fn(arg); if Gloo throws, calls fail(Gloo's message), which must throw. Gloo has two
+// unrelated exception types: gloo::Exception for I/O and timeouts, and gloo::EnforceNotMet (not
+// a std::runtime_error) for its internal checks.
+template <typename Fn, typename Arg, typename Fail>
+void with_gloo_errors(Fn&& fn, Arg arg, Fail&& fail) {
+  try {
+    fn(arg);
+  } catch (const gloo::Exception& e) {
+    fail(std::string(e.what()));
+  } catch (const gloo::EnforceNotMet& e) {
+    fail(std::string(e.what()));
+  }
 }
 
 std::string seconds(std::chrono::milliseconds ms) {
@@ -283,12 +298,9 @@ class ProcessGroupGloo : public ProcessGroup {
   template <typename Fn>
   void run(const char* name, const std::string& what, Fn&& fn, bool collective = true) {
     const std::uint64_t seq = collective ? ++sequence_ : sequence_;
-    try {
-      fn(static_cast<std::uint32_t>(seq));
-    } catch (const gloo::Exception& e) {
+    with_gloo_errors(fn, static_cast<std::uint32_t>(seq), [&](const std::string& detail) {
       const std::string call = std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
                                (what.empty() ? "" : " (" + what + ")");
-      const std::string detail = e.what();
       if (detail.find("Timed out") != std::string::npos) {
         throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
                            std::to_string(rank()) +
@@ -301,7 +313,7 @@ class ProcessGroupGloo : public ProcessGroup {
                   ": a peer closed its connection (it exited or crashed; look for its error "
                   "above). [gloo: " +
                   detail + "]");
-    }
+    });
   }
 
   void split(const Tensor& flat, std::int64_t n, std::vector<Tensor>& outputs) const {
@@ -360,27 +372,33 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
   } else {
     attr.hostname = options.hostname;
   }
-  try {
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context->setTimeout(options.timeout);
-    StoreAdapter adapter(store);
-    context->connectFullMesh(adapter, device);
-    // Like torch, finish with a barrier: once this returns every rank is connected, so a rank
-    // that exits right after init cannot break a peer that is still connecting. It uses a tag
-    // of its own and is not counted among the user's collectives.
-    gloo::BarrierOptions sync(context);
-    sync.setTag(0xfffffff0u);
-    sync.setTimeout(options.timeout);
-    gloo::barrier(sync);
-    return std::make_unique<ProcessGroupGloo>(rank, size, std::move(context), options.timeout);
-  } catch (const gloo::Exception& e) {
-    throw Error("gloo could not connect rank " + std::to_string(rank) + " to its peers (address " +
-                (options.iface.empty() ? options.hostname : "interface " + options.iface) +
-                "): " + e.what() +
-                ". Check that every rank can reach every other on that "
-                "address (firewall, DIST_IFNAME).");
-  }
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  with_gloo_errors(
+      [&](int) {
+        auto device = gloo::transport::tcp::CreateDevice(attr);
+        context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        context->setTimeout(options.connect_timeout);
+        StoreAdapter adapter(store);
+        context->connectFullMesh(adapter, device);
+        // Like torch, finish with a barrier: once this returns every rank is connected, so a
+        // rank that exits right after init cannot break a peer that is still connecting. It
+        // uses a tag of its own and is not counted among the user's collectives.
+        gloo::BarrierOptions sync(context);
+        sync.setTag(0xfffffff0u);
+        sync.setTimeout(options.connect_timeout);
+        gloo::barrier(sync);
+      },
+      0,
+      [&](const std::string& detail) {
+        throw Error("gloo could not connect rank " + std::to_string(rank) +
+                    " to its peers (address " +
+                    (options.iface.empty() ? options.hostname : "interface " + options.iface) +
+                    "): " + detail +
+                    ". Check that every rank can reach every other on that address (firewall, "
+                    "DIST_IFNAME).");
+      });
+  context->setTimeout(options.timeout);
+  return std::make_unique<ProcessGroupGloo>(rank, size, std::move(context), options.timeout);
 }
 
 }  // namespace dist::backends

@@ -11,9 +11,10 @@
 namespace dist::backends {
 
 struct GlooOptions {
-  std::chrono::milliseconds timeout{};
-  std::string hostname;  // the address other ranks reach this one at
-  std::string iface;     // or a network interface name (DIST_IFNAME); wins over hostname
+  std::chrono::milliseconds timeout{};          // for every collective
+  std::chrono::milliseconds connect_timeout{};  // for connecting, what is left of init's timeout
+  std::string hostname;                         // the address other ranks reach this one at
+  std::string iface;  // or a network interface name (DIST_IFNAME); wins over hostname
 };
 
 // Connects a full mesh of TCP pairs between all ranks, exchanging addresses through `store`.

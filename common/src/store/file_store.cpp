@@ -43,10 +43,11 @@ class FileStore::Log {
  public:
   explicit Log(const std::string& path) : path_(path) { open(); }
 
-  // Runs `fn` with the file locked and the in-memory map up to date.
+  // Runs `fn` with the file locked and the in-memory map up to date. Waiting for the lock ends
+  // at `deadline`: a process that stopped while holding it must not stop everyone else too.
   template <typename Fn>
-  auto locked(Fn&& fn) {
-    lock_live_file();
+  auto locked(net::Deadline deadline, Fn&& fn) {
+    lock_live_file(deadline);
     struct Unlock {
       int fd;
       ~Unlock() { ::flock(fd, LOCK_UN); }
@@ -96,13 +97,22 @@ class FileStore::Log {
     data_.clear();
   }
 
-  // Takes the lock on a file that is still linked at path_: if its last user deleted it between
-  // our open() and our flock(), start over on the new file at the same path.
-  void lock_live_file() {
+  // Takes the lock on a file that is still linked at path_ (if its last user deleted it between
+  // our open() and our flock(), start over on the new file at the same path), by `deadline`.
+  void lock_live_file(net::Deadline deadline) {
     for (;;) {
-      while (::flock(fd_.get(), LOCK_EX) != 0) {
-        if (errno != EINTR)
+      auto pause = std::chrono::milliseconds(1);
+      while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
           throw Error("flock(" + path_ + ") failed: " + net::describe_errno(errno));
+        }
+        if (net::Clock::now() >= deadline) {
+          throw TimeoutError("the file store " + path_ +
+                             " stayed locked by another process until the timeout (a rank "
+                             "stopped while using it, or the file system's locks are stuck)");
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(20));
       }
       struct stat st {};
       if (::fstat(fd_.get(), &st) == 0 && st.st_nlink > 0) return;
@@ -171,7 +181,8 @@ FileStore::FileStore(std::string path, Millis timeout)
 FileStore::~FileStore() {
   // The last user removes the file, so the next job starts from nothing.
   try {
-    log_->locked([&] {
+    const auto soon = net::Clock::now() + std::min<Millis>(timeout_, std::chrono::seconds(2));
+    log_->locked(soon, [&] {
       auto it = log_->data().find(kUsersKey);
       const bool last = it == log_->data().end() || it->second == "1" || it->second == "0";
       if (last) {
@@ -186,15 +197,19 @@ FileStore::~FileStore() {
   }
 }
 
+net::Deadline FileStore::deadline() const {
+  return net::Clock::now() + timeout_;
+}
+
 void FileStore::set(const std::string& key, const std::string& value) {
   DIST_CHECK(key.size() <= kMaxStoreKeyBytes, "store keys are limited to 4096 bytes");
   DIST_CHECK(value.size() <= kMaxStoreValueBytes, "store values are limited to 64 MiB");
-  log_->locked([&] { log_->append(key, &value); });
+  log_->locked(deadline(), [&] { log_->append(key, &value); });
 }
 
 std::string FileStore::get(const std::string& key) {
   wait({key}, timeout_);
-  return log_->locked([&] {
+  return log_->locked(deadline(), [&] {
     auto it = log_->data().find(key);
     if (it == log_->data().end()) throw Error("key \"" + key + "\" was deleted while being read");
     return it->second;
@@ -202,7 +217,7 @@ std::string FileStore::get(const std::string& key) {
 }
 
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
-  return log_->locked([&] {
+  return log_->locked(deadline(), [&] {
     std::int64_t current = 0;
     if (auto it = log_->data().find(key); it != log_->data().end()) {
       const std::string& text = it->second;
@@ -221,7 +236,7 @@ std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
 
 std::string FileStore::compare_set(const std::string& key, const std::string& expected,
                                    const std::string& desired) {
-  return log_->locked([&]() -> std::string {
+  return log_->locked(deadline(), [&]() -> std::string {
     auto it = log_->data().find(key);
     if (it == log_->data().end()) {
       if (!expected.empty()) return expected;
@@ -234,12 +249,12 @@ std::string FileStore::compare_set(const std::string& key, const std::string& ex
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  const auto deadline = net::Clock::now() + timeout;
+  const auto until = net::Clock::now() + checked_timeout(timeout);
   auto pause = std::chrono::milliseconds(1);
   while (!check(keys)) {
-    if (net::Clock::now() >= deadline) {
+    if (net::Clock::now() >= until) {
       std::string missing;
-      log_->locked([&] {
+      log_->locked(deadline(), [&] {
         for (const auto& k : keys) {
           if (!log_->data().count(k)) missing += " \"" + k + "\"";
         }
@@ -252,7 +267,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
 }
 
 bool FileStore::check(const std::vector<std::string>& keys) {
-  return log_->locked([&] {
+  return log_->locked(deadline(), [&] {
     for (const auto& k : keys) {
       if (!log_->data().count(k)) return false;
     }
@@ -261,7 +276,7 @@ bool FileStore::check(const std::vector<std::string>& keys) {
 }
 
 bool FileStore::delete_key(const std::string& key) {
-  return log_->locked([&] {
+  return log_->locked(deadline(), [&] {
     if (!log_->data().count(key)) return false;
     log_->append(key, nullptr);
     return true;
@@ -269,44 +284,7 @@ bool FileStore::delete_key(const std::string& key) {
 }
 
 std::int64_t FileStore::num_keys() {
-  return log_->locked([&] { return static_cast<std::int64_t>(log_->data().size()); });
-}
-
-// ---------------------------------------------------------------------------------------------
-PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
-    : Store(base->timeout()), prefix_(std::move(prefix)), base_(std::move(base)) {}
-
-std::vector<std::string> PrefixStore::prefixed(const std::vector<std::string>& keys) const {
-  std::vector<std::string> out;
-  out.reserve(keys.size());
-  for (const auto& k : keys) out.push_back(prefixed(k));
-  return out;
-}
-
-void PrefixStore::set(const std::string& key, const std::string& value) {
-  base_->set(prefixed(key), value);
-}
-std::string PrefixStore::get(const std::string& key) {
-  return base_->get(prefixed(key));
-}
-std::int64_t PrefixStore::add(const std::string& key, std::int64_t delta) {
-  return base_->add(prefixed(key), delta);
-}
-std::string PrefixStore::compare_set(const std::string& key, const std::string& expected,
-                                     const std::string& desired) {
-  return base_->compare_set(prefixed(key), expected, desired);
-}
-void PrefixStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  base_->wait(prefixed(keys), timeout);
-}
-bool PrefixStore::check(const std::vector<std::string>& keys) {
-  return base_->check(prefixed(keys));
-}
-bool PrefixStore::delete_key(const std::string& key) {
-  return base_->delete_key(prefixed(key));
-}
-std::int64_t PrefixStore::num_keys() {
-  return base_->num_keys();
+  return log_->locked(deadline(), [&] { return static_cast<std::int64_t>(log_->data().size()); });
 }
 
 }  // namespace dist

@@ -35,7 +35,18 @@ using wire::Status;
 namespace {
 
 constexpr std::size_t kMaxClients = 4096;
-constexpr std::size_t kMaxParkedBacklog = 64 * 1024;
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Replies waiting to be sent to one client. Past this the server stops reading that client's
+// requests until it has caught up, so a client that sends without reading cannot make the
+// server buffer without end.
+constexpr std::size_t kOutputHighWater = 1 << 20;
+// Before the handshake a connection may send only a small hello, and must send it in time:
+// idle strangers would otherwise hold connection slots for ever.
+constexpr std::uint32_t kMaxHelloBytes = 4096;
+constexpr auto kHelloDeadline = std::chrono::seconds(10);
+// After accept() fails for lack of file descriptors, pause accepting for this long instead of
+// spinning on a listener that stays readable.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 std::string reply(Status status, std::initializer_list<std::string_view> fields = {}) {
   wire::Writer w(static_cast<std::uint8_t>(status));
@@ -84,10 +95,13 @@ class TCPStore::Server {
     net::Fd fd;
     std::string in;
     std::string out;
-    bool joined = false;                  // passed the hello handshake
+    std::size_t out_sent = 0;             // bytes of `out` already sent
+    bool joined = false;                  // passed the hello handshake...
+    Deadline hello_by{};                  // ...which it must do by then
     bool closing = false;                 // close once `out` is flushed
     std::optional<wire::Message> parked;  // a get/wait waiting for keys...
     Deadline parked_until{};              // ...until this moment, then it gets kTimeout
+    std::size_t pending_out() const { return out.size() - out_sent; }
   };
 
   void loop() {
@@ -95,55 +109,78 @@ class TCPStore::Server {
     while (!stop_) {
       fds.clear();
       fds.push_back({wake_read_.get(), POLLIN, 0});
-      fds.push_back({listener_.get(), POLLIN, 0});
+      // A negative descriptor is ignored by poll(): that is how accepting pauses.
+      fds.push_back({Clock::now() >= accept_paused_until_ ? listener_.get() : -1, POLLIN, 0});
       for (auto& c : conns_) {
-        short ev = c.closing ? 0 : POLLIN;
-        if (!c.out.empty()) ev |= POLLOUT;
+        short ev = 0;
+        if (!c.closing && c.pending_out() < kOutputHighWater) ev |= POLLIN;
+        if (c.pending_out() > 0) ev |= POLLOUT;
         fds.push_back({c.fd.get(), ev, 0});
       }
-      if (::poll(fds.data(), fds.size(), ms_until_next_expiry()) < 0 && errno != EINTR) break;
-      expire_parked();
+      if (::poll(fds.data(), fds.size(), ms_until_next_timer()) < 0 && errno != EINTR) break;
       if (fds[1].revents & POLLIN) accept_one();
       auto it = conns_.begin();
       for (std::size_t i = 2; i < fds.size() && it != conns_.end(); ++i) {
         Conn& c = *it;
-        bool alive = true;
-        if (fds[i].revents & (POLLERR | POLLNVAL)) alive = false;
-        if (alive && (fds[i].revents & (POLLIN | POLLHUP))) alive = read_from(c);
-        if (alive && (fds[i].revents & POLLOUT)) alive = write_to(c);
-        if (alive && c.closing && c.out.empty()) alive = false;
+        const short rev = fds[i].revents;
+        // POLLHUP: the peer closed both directions, so nothing more can be read or delivered.
+        bool alive = !(rev & (POLLERR | POLLNVAL | POLLHUP));
+        if (alive && (rev & POLLIN)) alive = read_from(c);
+        if (alive && (rev & POLLOUT)) alive = write_to(c);
+        if (alive && c.closing && c.pending_out() == 0) alive = false;
         it = alive ? std::next(it) : drop(it);
       }
+      expire_timers();
     }
   }
 
-  // How long poll() may sleep: until the earliest parked request's deadline, or forever.
-  int ms_until_next_expiry() const {
+  // How long poll() may sleep: until the next parked request, hello or accept pause expires.
+  int ms_until_next_timer() const {
     std::optional<Deadline> first;
+    auto consider = [&](Deadline d) {
+      if (!first || d < *first) first = d;
+    };
     for (const auto& c : conns_) {
-      if (c.parked && (!first || c.parked_until < *first)) first = c.parked_until;
+      if (c.parked) consider(c.parked_until);
+      if (!c.joined) consider(c.hello_by);
     }
+    if (accept_paused_until_ > Clock::now()) consider(accept_paused_until_);
     if (!first) return -1;
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*first - Clock::now()).count();
     return static_cast<int>(std::clamp<long long>(ms, 0, 1 << 30));
   }
 
-  void expire_parked() {
+  // Answers parked requests whose time is up, and closes connections that never said hello.
+  void expire_timers() {
     const auto now = Clock::now();
-    for (auto& c : conns_) {
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      Conn& c = *it;
+      if (!c.joined && c.hello_by <= now) {
+        it = drop(it);
+        continue;
+      }
       if (c.parked && c.parked_until <= now) {
         c.parked.reset();
         c.out += reply(Status::kTimeout);
-        if (!handle_frames(c)) c.closing = true;
-        write_to(c);
+        if (!write_to(c)) c.closing = true;
       }
+      ++it;
     }
   }
 
   void accept_one() {
     net::Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!fd.valid() || conns_.size() >= kMaxClients) return;  // over the limit: close at once
-    conns_.push_back(Conn{std::move(fd), {}, {}, false, false, std::nullopt});
+    if (!fd.valid()) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        accept_paused_until_ = Clock::now() + kAcceptBackoff;
+      }
+      return;
+    }
+    if (conns_.size() >= kMaxClients) return;  // over the limit: closed at once
+    Conn c;
+    c.fd = std::move(fd);
+    c.hello_by = Clock::now() + kHelloDeadline;
+    conns_.push_back(std::move(c));
   }
 
   std::list<Conn>::iterator drop(std::list<Conn>::iterator it) {
@@ -156,39 +193,39 @@ class TCPStore::Server {
   }
 
   bool read_from(Conn& c) {
-    char buf[64 * 1024];
-    for (;;) {
-      const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
-      if (n == 0) return false;
-      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-      c.in.append(buf, static_cast<std::size_t>(n));
-      // Our clients never send while a request is parked; a peer that does is dropped before
-      // its backlog can grow without bound.
-      if (c.parked && c.in.size() > kMaxParkedBacklog) return false;
-      if (!handle_frames(c)) {
-        c.closing = true;  // flush the error reply, then close
-        return true;
-      }
-    }
-  }
-
-  bool write_to(Conn& c) {
-    while (!c.out.empty()) {
-      const ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL);
-      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-      c.out.erase(0, static_cast<std::size_t>(n));
-    }
+    char buf[kReadChunk];
+    const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    c.in.append(buf, static_cast<std::size_t>(n));
+    if (!handle_frames(c)) c.closing = true;  // flush the error reply, then close
     return true;
   }
 
-  // Handles every complete frame in c.in. False when the client broke the protocol: an error
-  // reply has been queued and the connection will close once it is sent.
+  bool write_to(Conn& c) {
+    while (c.pending_out() > 0) {
+      const ssize_t n =
+          ::send(c.fd.get(), c.out.data() + c.out_sent, c.pending_out(), MSG_NOSIGNAL);
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      c.out_sent += static_cast<std::size_t>(n);
+    }
+    c.out.clear();
+    c.out_sent = 0;
+    // Requests that arrived while replies were backed up can be served now.
+    if (!handle_frames(c)) c.closing = true;
+    return true;
+  }
+
+  // Handles the complete frames in c.in, until a request parks or replies back up. False when
+  // the client broke the protocol: an error reply has been queued, and the caller closes the
+  // connection once it is sent.
   bool handle_frames(Conn& c) {
-    while (c.in.size() >= 4 && !c.parked) {
+    while (!c.closing && !c.parked && c.pending_out() < kOutputHighWater && c.in.size() >= 4) {
       const std::uint32_t len = wire::read_length(c.in.data());
-      if (len > wire::kMaxFrameBytes) {
+      const std::uint32_t limit = c.joined ? wire::kMaxFrameBytes : kMaxHelloBytes;
+      if (len > limit) {
         c.out += reply(Status::kError, {"frame of " + std::to_string(len) + " bytes is over the " +
-                                        std::to_string(wire::kMaxFrameBytes) + "-byte limit"});
+                                        std::to_string(limit) + "-byte limit"});
         return false;
       }
       if (c.in.size() < 4 + static_cast<std::size_t>(len)) return true;
@@ -198,12 +235,7 @@ class TCPStore::Server {
         c.out += reply(Status::kError, {"malformed frame"});
         return false;
       }
-      if (!c.joined) {
-        if (!handle_hello(c, *msg)) return false;
-        if (c.closing) return true;  // turned away: ignore anything else it sent
-        continue;
-      }
-      if (!handle(c, *msg)) return false;
+      if (!(c.joined ? handle(c, *msg) : handle_hello(c, *msg))) return false;
     }
     return true;
   }
@@ -260,7 +292,7 @@ class TCPStore::Server {
       case Op::kWait: {
         std::int64_t timeout_ms = 0;
         if (f.size() < 2 || (m.head == static_cast<std::uint8_t>(Op::kGet) && f.size() != 2) ||
-            !parse_i64(f[0], timeout_ms) || timeout_ms < 0) {
+            !parse_i64(f[0], timeout_ms) || timeout_ms < 0 || timeout_ms > kMaxTimeout.count()) {
           return bad();
         }
         if (has_all(f, 1)) {
@@ -335,8 +367,7 @@ class TCPStore::Server {
       if (c.parked && has_all(c.parked->fields, 1)) {
         answer_ready(c, *c.parked);
         c.parked.reset();
-        if (!handle_frames(c)) c.closing = true;
-        write_to(c);
+        if (!write_to(c)) c.closing = true;
       }
     }
   }
@@ -351,6 +382,7 @@ class TCPStore::Server {
   std::mutex mu_;
   std::condition_variable cv_;
   int joined_clients_ = 0;
+  Deadline accept_paused_until_{};
   std::thread thread_;
 };
 
@@ -359,7 +391,11 @@ class TCPStore::Server {
 // ---------------------------------------------------------------------------------------------
 class TCPStore::Client {
  public:
-  Client(const Options& o, int port) : host_(o.host), port_(port), session_(o.session) {
+  Client(const Options& o, int port)
+      : host_(o.host),
+        port_(port),
+        session_(o.session),
+        addresses_(net::resolve_tcp(host_, port_)) {
     connect(Clock::now() + o.timeout);
   }
 
@@ -388,6 +424,7 @@ class TCPStore::Client {
       throw TimeoutError("store at " + address() + ": " + what + " timed out");
     }
     if (m->head != static_cast<std::uint8_t>(Status::kOk)) {
+      fd_.reset();  // the server may close after an error reply; the next call reconnects
       throw Error("store at " + address() + " refused " + what + ": " +
                   (m->fields.empty() ? std::string("no reason given") : m->fields[0]));
     }
@@ -418,10 +455,16 @@ class TCPStore::Client {
   void connect(Deadline deadline) {
     auto pause = std::chrono::milliseconds(5);
     for (;;) {
-      fd_ = net::try_connect(host_, port_, deadline);
+      fd_ = net::try_connect(addresses_, deadline);
       if (fd_.valid() && hello(deadline)) return;
       fd_.reset();
       if (Clock::now() + pause >= deadline) {
+        if (turned_away_) {
+          throw TimeoutError("the store at " + address() +
+                             " kept serving another generation of this job until the timeout: "
+                             "every rank must call init_process_group and destroy_process_group "
+                             "the same number of times");
+        }
         throw TimeoutError("could not reach the store at " + address() +
                            " before the timeout: rank 0 has not started, or is not listening "
                            "there (check MASTER_ADDR and MASTER_PORT on every rank)");
@@ -457,7 +500,10 @@ class TCPStore::Client {
       const auto m = wire::parse_payload(payload);
       if (!m) throw ConfigError(stranger);
       if (m->head == static_cast<std::uint8_t>(Status::kOk)) return true;
-      if (m->head == static_cast<std::uint8_t>(Status::kWrongSession)) return false;
+      if (m->head == static_cast<std::uint8_t>(Status::kWrongSession)) {
+        turned_away_ = true;
+        return false;
+      }
       throw ConfigError(stranger);
     } catch (const TimeoutError&) {
       throw ConfigError(stranger + " (it did not answer the handshake)");
@@ -467,6 +513,8 @@ class TCPStore::Client {
   std::string host_;
   int port_;
   std::uint64_t session_;
+  std::vector<net::Address> addresses_;
+  bool turned_away_ = false;  // the last hello met a server of another generation
   std::mutex mu_;
   net::Fd fd_;
 };
@@ -501,18 +549,28 @@ Deadline deadline_after(Millis timeout) {
 // get and wait are timed by the server, which answers kTimeout; the client waits a little
 // longer, so that only a server that stopped answering altogether trips the client's deadline.
 constexpr auto kServerTimedGrace = std::chrono::seconds(5);
+// A key for messages: quoted, and cut short if it is long.
 std::string quoted(const std::string& key) {
-  return "\"" + key + "\"";
+  constexpr std::size_t kShown = 80;
+  return "\"" + (key.size() <= kShown ? key : key.substr(0, kShown) + "...") + "\"";
+}
+
+void check_key(const std::string& key) {
+  if (key.size() > kMaxStoreKeyBytes) {
+    throw Error("store key " + quoted(key) + " is " + std::to_string(key.size()) +
+                " bytes long; keys are limited to " + std::to_string(kMaxStoreKeyBytes));
+  }
 }
 }  // namespace
 
 void TCPStore::set(const std::string& key, const std::string& value) {
-  DIST_CHECK(key.size() <= kMaxStoreKeyBytes, "store keys are limited to 4096 bytes");
+  check_key(key);
   DIST_CHECK(value.size() <= kMaxStoreValueBytes, "store values are limited to 64 MiB");
   client_->call(Op::kSet, {key, value}, deadline_after(timeout_), "set(" + quoted(key) + ")");
 }
 
 std::string TCPStore::get(const std::string& key) {
+  check_key(key);
   auto r = client_->call(Op::kGet, {std::to_string(timeout_.count()), key},
                          deadline_after(timeout_ + kServerTimedGrace), "get(" + quoted(key) + ")");
   DIST_CHECK(r.size() == 1, "the store sent a malformed reply");
@@ -520,6 +578,7 @@ std::string TCPStore::get(const std::string& key) {
 }
 
 std::int64_t TCPStore::add(const std::string& key, std::int64_t delta) {
+  check_key(key);
   auto r = client_->call(Op::kAdd, {key, std::to_string(delta)}, deadline_after(timeout_),
                          "add(" + quoted(key) + ")");
   std::int64_t v = 0;
@@ -529,6 +588,7 @@ std::int64_t TCPStore::add(const std::string& key, std::int64_t delta) {
 
 std::string TCPStore::compare_set(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
+  check_key(key);
   auto r = client_->call(Op::kCompareSet, {key, expected, desired}, deadline_after(timeout_),
                          "compare_set(" + quoted(key) + ")");
   DIST_CHECK(r.size() == 1, "the store sent a malformed reply");
@@ -537,6 +597,8 @@ std::string TCPStore::compare_set(const std::string& key, const std::string& exp
 
 void TCPStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   if (keys.empty()) return;
+  for (const auto& k : keys) check_key(k);
+  timeout = checked_timeout(timeout);
   std::string what = "wait for";
   for (const auto& k : keys) what += " " + quoted(k);
   std::vector<std::string> fields{std::to_string(timeout.count())};
@@ -546,11 +608,13 @@ void TCPStore::wait(const std::vector<std::string>& keys, Millis timeout) {
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
   if (keys.empty()) return true;
+  for (const auto& k : keys) check_key(k);
   auto r = client_->call(Op::kCheck, keys, deadline_after(timeout_), "check");
   return r.size() == 1 && r[0] == "1";
 }
 
 bool TCPStore::delete_key(const std::string& key) {
+  check_key(key);
   auto r = client_->call(Op::kDelete, {key}, deadline_after(timeout_),
                          "delete_key(" + quoted(key) + ")");
   return r.size() == 1 && r[0] == "1";
