@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <exception>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +25,7 @@
 #include "backends/gloo.h"
 #include "dist/check.h"
 #include "dist/env.h"
+#include "dist/log.h"
 #include "dist/store.h"
 #include "net.h"
 
@@ -283,6 +286,9 @@ std::mutex g_mu;
 // tear down the backend's threads during static destruction, where their order is undefined.
 Group* g_group = nullptr;
 std::uint64_t g_generation = 0;
+// The identity report_fatal() prints, readable without the lock.
+std::atomic<int> g_fatal_rank{0};
+std::atomic<int> g_fatal_world{1};
 
 Group& current() {
   if (g_group == nullptr) {
@@ -326,6 +332,27 @@ backends::GlooOptions gloo_options(const Resolved& r, std::chrono::milliseconds 
   return g;
 }
 
+// Gloo checks what it receives on its own network thread, where nobody can catch: a peer that
+// sent a different number of bytes (ranks that called a collective with different sizes or
+// dtypes) ends in std::terminate. Say so with the rank, instead of a bare "terminate called".
+[[noreturn]] void report_fatal() {
+  std::string what = "an unknown exception";
+  try {
+    if (auto e = std::current_exception()) std::rethrow_exception(e);
+    what = "std::terminate without an exception";
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  // No rank_prefix() here: it takes g_mu, which this thread may already hold (inside init).
+  const std::string prefix = "[rank " + std::to_string(g_fatal_rank.load()) + "/" +
+                             std::to_string(g_fatal_world.load()) + "] ";
+  write_stderr(prefix + "fatal: " + what + "\n" + prefix +
+               "hint: if a peer's message did not match, the ranks called a collective with "
+               "different sizes, dtypes or order; every rank must make the same calls\n");
+  std::abort();
+}
+
 }  // namespace
 
 void init_process_group(const InitOptions& options) {
@@ -343,6 +370,9 @@ void init_process_group(const InitOptions& options) {
   // A dead peer must surface as an error from the backend, not kill us silently: Gloo writes to
   // sockets without MSG_NOSIGNAL, so a write to a closed connection would raise SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  g_fatal_rank = r.rank;
+  g_fatal_world = r.world_size;
+  std::set_terminate(report_fatal);
 
   auto group = std::make_unique<Group>();
   group->base = open_store(r, session_id(options.group_name, generation), options.timeout);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -441,6 +442,31 @@ TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
     EXPECT_TRUE(contains(results[static_cast<std::size_t>(r)].output, "all_reduce #1"))
         << describe(results);
   }
+}
+
+TEST(AfterInit, MismatchedSizesEndWithARankTaggedHintNotAHang) {
+  // Gloo detects the mismatch on its network thread, where it cannot be caught: the rank that
+  // received too much aborts, after saying which rank it is and what to check.
+  const int port = dist::testing::free_port();
+  const auto start = Clock::now();
+  auto results = run_ranks(
+      2,
+      [&](int rank) {
+        set_launcher_env(rank, 2, port);
+        dist::init_process_group({.timeout = 3s});
+        auto t = dist::zeros(rank == 0 ? 4 : 8);
+        dist::all_reduce(t);
+        return 0;
+      },
+      60s);
+  EXPECT_LT(Clock::now() - start, 15s);
+  int hinted = 0;
+  for (const auto& r : results) {
+    EXPECT_NE(r.exit_code, 0) << describe(results);
+    hinted += r.exit_code == 128 + SIGABRT && contains(r.output, "fatal: ") &&
+              contains(r.output, "called a collective with different sizes, dtypes or order");
+  }
+  EXPECT_GE(hinted, 1) << describe(results);
 }
 
 TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {

@@ -10,6 +10,9 @@
 //     dtypes; a rank that skips one leaves the others waiting until the group's timeout, which
 //     then fails with dist::TimeoutError naming the operation and its sequence number.
 //   * A peer that dies makes the others fail with dist::Error, not hang.
+//   * Ranks that call the same collective with different sizes or dtypes break the contract:
+//     Gloo notices on its network thread, where nothing can catch it, and the receiving rank
+//     aborts (SIGABRT) after printing a rank-tagged "fatal:" line and a hint.
 //   * Tensors of 0 elements are allowed and do nothing but synchronise.
 //
 // Taught in: chapter 04 (all_reduce), chapter 05 (barrier).
