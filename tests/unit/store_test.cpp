@@ -172,6 +172,22 @@ TEST_P(StoreContract, GetTimesOutNamingTheKey) {
   EXPECT_EQ(stores_.a->get("after"), "ok");
 }
 
+TEST_P(StoreContract, OversizedKeysAndValuesAreRefusedBeforeAnythingIsWritten) {
+  const std::string long_key(dist::kMaxStoreKeyBytes + 1, 'k');
+  EXPECT_THROW(stores_.a->set(long_key, "v"), dist::Error);
+  EXPECT_THROW(stores_.a->add(long_key, 1), dist::Error);
+  EXPECT_THROW(stores_.a->compare_set(long_key, "", "v"), dist::Error);
+  EXPECT_THROW(stores_.a->check({"ok", long_key}), dist::Error);
+  EXPECT_THROW(stores_.a->delete_key(long_key), dist::Error);
+  EXPECT_THROW(stores_.a->wait({long_key}, 100ms), dist::Error);
+  EXPECT_THROW(stores_.a->compare_set("cs", "", std::string(dist::kMaxStoreValueBytes + 1, 'v')),
+               dist::Error);
+  // Nothing half-written: both handles still read the store.
+  stores_.a->set("after", "fine");
+  EXPECT_EQ(stores_.b->get("after"), "fine");
+  EXPECT_FALSE(stores_.b->check({"cs"}));
+}
+
 TEST_P(StoreContract, PrefixStoresDoNotSeeEachOthersKeys) {
   dist::PrefixStore g0("default/0", stores_.a), g1("default/1", stores_.b);
   g0.set("rank/0", "old generation");
@@ -406,11 +422,6 @@ TEST(TCPStore, ServerWaitsForClientsToLeaveButNotPastTheDeadline) {
   start = Clock::now();
   server2.wait_for_clients_to_leave(Clock::now() + 300ms);
   EXPECT_LT(Clock::now() - start, 3s);
-}
-
-TEST(TCPStore, LimitsAreCheckedBeforeSending) {
-  TCPStore server(server_options());
-  EXPECT_THROW(server.set(std::string(dist::kMaxStoreKeyBytes + 1, 'k'), "v"), dist::Error);
 }
 
 // ---- FileStore --------------------------------------------------------------------------------

@@ -63,6 +63,10 @@ class Store {
 
   // `timeout` if it is positive and at most kMaxTimeout; a dist::ConfigError otherwise.
   static Millis checked_timeout(Millis timeout);
+  // Throw dist::Error for a key or a value over the limits above. Every store checks before it
+  // sends or writes anything, so an oversized key never reaches the wire or the file.
+  static void check_key(const std::string& key);
+  static void check_value(const std::string& value);
 
  protected:
   Millis timeout_;

@@ -106,13 +106,13 @@ ReduceFn reduce_function(ReduceOp op) {
   throw Error("unreachable reduce op");
 }
 
-// Runs fn(arg); if Gloo throws, calls fail(Gloo's message), which must throw. Gloo has two
+// Runs fn(); if Gloo throws, calls fail(Gloo's message), which must throw. Gloo has two
 // unrelated exception types: gloo::Exception for I/O and timeouts, and gloo::EnforceNotMet (not
 // a std::runtime_error) for its internal checks.
-template <typename Fn, typename Arg, typename Fail>
-void with_gloo_errors(Fn&& fn, Arg arg, Fail&& fail) {
+template <typename Fn, typename Fail>
+void with_gloo_errors(Fn&& fn, Fail&& fail) {
   try {
-    fn(arg);
+    fn();
   } catch (const gloo::Exception& e) {
     fail(std::string(e.what()));
   } catch (const gloo::EnforceNotMet& e) {
@@ -298,22 +298,25 @@ class ProcessGroupGloo : public ProcessGroup {
   template <typename Fn>
   void run(const char* name, const std::string& what, Fn&& fn, bool collective = true) {
     const std::uint64_t seq = collective ? ++sequence_ : sequence_;
-    with_gloo_errors(fn, static_cast<std::uint32_t>(seq), [&](const std::string& detail) {
-      const std::string call = std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
-                               (what.empty() ? "" : " (" + what + ")");
-      if (detail.find("Timed out") != std::string::npos) {
-        throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
-                           std::to_string(rank()) +
-                           ": not every rank reached this call. Every rank must make the same "
-                           "collective calls in the same order; check for a rank that skipped "
-                           "it, exited, or is stuck. [gloo: " +
-                           detail + "]");
-      }
-      throw Error(call + " failed on rank " + std::to_string(rank()) +
-                  ": a peer closed its connection (it exited or crashed; look for its error "
-                  "above). [gloo: " +
-                  detail + "]");
-    });
+    with_gloo_errors(
+        [&] { fn(static_cast<std::uint32_t>(seq)); },
+        [&](const std::string& detail) {
+          const std::string call = std::string(name) +
+                                   (collective ? " #" + std::to_string(seq) : "") +
+                                   (what.empty() ? "" : " (" + what + ")");
+          if (detail.find("Timed out") != std::string::npos) {
+            throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
+                               std::to_string(rank()) +
+                               ": not every rank reached this call. Every rank must make the same "
+                               "collective calls in the same order; check for a rank that skipped "
+                               "it, exited, or is stuck. [gloo: " +
+                               detail + "]");
+          }
+          throw Error(call + " failed on rank " + std::to_string(rank()) +
+                      ": a peer closed its connection (it exited or crashed; look for its error "
+                      "above). [gloo: " +
+                      detail + "]");
+        });
   }
 
   void split(const Tensor& flat, std::int64_t n, std::vector<Tensor>& outputs) const {
@@ -374,7 +377,7 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
   }
   std::shared_ptr<gloo::rendezvous::Context> context;
   with_gloo_errors(
-      [&](int) {
+      [&] {
         auto device = gloo::transport::tcp::CreateDevice(attr);
         context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.connect_timeout);
@@ -388,7 +391,6 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
         sync.setTimeout(options.connect_timeout);
         gloo::barrier(sync);
       },
-      0,
       [&](const std::string& detail) {
         throw Error("gloo could not connect rank " + std::to_string(rank) +
                     " to its peers (address " +

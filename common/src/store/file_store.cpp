@@ -202,8 +202,8 @@ net::Deadline FileStore::deadline() const {
 }
 
 void FileStore::set(const std::string& key, const std::string& value) {
-  DIST_CHECK(key.size() <= kMaxStoreKeyBytes, "store keys are limited to 4096 bytes");
-  DIST_CHECK(value.size() <= kMaxStoreValueBytes, "store values are limited to 64 MiB");
+  check_key(key);
+  check_value(value);
   log_->locked(deadline(), [&] { log_->append(key, &value); });
 }
 
@@ -217,6 +217,7 @@ std::string FileStore::get(const std::string& key) {
 }
 
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
+  check_key(key);
   return log_->locked(deadline(), [&] {
     std::int64_t current = 0;
     if (auto it = log_->data().find(key); it != log_->data().end()) {
@@ -236,6 +237,8 @@ std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
 
 std::string FileStore::compare_set(const std::string& key, const std::string& expected,
                                    const std::string& desired) {
+  check_key(key);
+  check_value(desired);
   return log_->locked(deadline(), [&]() -> std::string {
     auto it = log_->data().find(key);
     if (it == log_->data().end()) {
@@ -249,6 +252,7 @@ std::string FileStore::compare_set(const std::string& key, const std::string& ex
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  for (const auto& k : keys) check_key(k);
   const auto until = net::Clock::now() + checked_timeout(timeout);
   auto pause = std::chrono::milliseconds(1);
   while (!check(keys)) {
@@ -267,6 +271,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
 }
 
 bool FileStore::check(const std::vector<std::string>& keys) {
+  for (const auto& k : keys) check_key(k);
   return log_->locked(deadline(), [&] {
     for (const auto& k : keys) {
       if (!log_->data().count(k)) return false;
@@ -276,6 +281,7 @@ bool FileStore::check(const std::vector<std::string>& keys) {
 }
 
 bool FileStore::delete_key(const std::string& key) {
+  check_key(key);
   return log_->locked(deadline(), [&] {
     if (!log_->data().count(key)) return false;
     log_->append(key, nullptr);

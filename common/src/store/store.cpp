@@ -15,6 +15,22 @@ Millis Store::checked_timeout(Millis timeout) {
   return timeout;
 }
 
+void Store::check_key(const std::string& key) {
+  if (key.size() > kMaxStoreKeyBytes) {
+    constexpr std::size_t kShown = 80;
+    throw Error("store key \"" + key.substr(0, kShown) + "...\" is " + std::to_string(key.size()) +
+                " bytes long; keys are limited to " + std::to_string(kMaxStoreKeyBytes));
+  }
+}
+
+void Store::check_value(const std::string& value) {
+  if (value.size() > kMaxStoreValueBytes) {
+    throw Error("a store value of " + std::to_string(value.size()) +
+                " bytes is over the limit of " + std::to_string(kMaxStoreValueBytes) +
+                " (64 MiB): the store is for addresses and small records, not bulk data");
+  }
+}
+
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : Store(base->timeout()), prefix_(std::move(prefix)), base_(std::move(base)) {}
 

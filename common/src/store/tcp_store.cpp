@@ -555,17 +555,11 @@ std::string quoted(const std::string& key) {
   return "\"" + (key.size() <= kShown ? key : key.substr(0, kShown) + "...") + "\"";
 }
 
-void check_key(const std::string& key) {
-  if (key.size() > kMaxStoreKeyBytes) {
-    throw Error("store key " + quoted(key) + " is " + std::to_string(key.size()) +
-                " bytes long; keys are limited to " + std::to_string(kMaxStoreKeyBytes));
-  }
-}
 }  // namespace
 
 void TCPStore::set(const std::string& key, const std::string& value) {
   check_key(key);
-  DIST_CHECK(value.size() <= kMaxStoreValueBytes, "store values are limited to 64 MiB");
+  check_value(value);
   client_->call(Op::kSet, {key, value}, deadline_after(timeout_), "set(" + quoted(key) + ")");
 }
 
@@ -589,6 +583,7 @@ std::int64_t TCPStore::add(const std::string& key, std::int64_t delta) {
 std::string TCPStore::compare_set(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
   check_key(key);
+  check_value(desired);
   auto r = client_->call(Op::kCompareSet, {key, expected, desired}, deadline_after(timeout_),
                          "compare_set(" + quoted(key) + ")");
   DIST_CHECK(r.size() == 1, "the store sent a malformed reply");
