@@ -77,9 +77,11 @@ if(DIST_WITH_CUDA)
   find_path(DIST_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
   find_library(DIST_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
   if(DIST_NCCL_INCLUDE_DIR AND DIST_NCCL_LIBRARY)
-    dist_report(TRUE "NCCL" "${DIST_NCCL_LIBRARY}" "")
+    dist_report(TRUE "NCCL" "GPU backend (${DIST_NCCL_LIBRARY})" "")
   else()
-    dist_report(FALSE "NCCL" "not found next to the CUDA toolkit" "install NCCL into /usr/local/cuda")
+    message(FATAL_ERROR
+      "dist: ✗ NCCL (the GPU backend) was not found next to the CUDA toolkit, and the cuda "
+      "preset needs it.\nInstall NCCL into /usr/local/cuda (nccl.h and libnccl.so), or use the cpu preset.")
   endif()
 else()
   if(EXISTS /usr/local/cuda/bin/nvcc)

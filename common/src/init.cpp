@@ -6,7 +6,8 @@
 //   2. meet: every rank joins a key-value store (rank 0 hosts it for env:// and tcp://) and waits
 //      until all world_size ranks have announced themselves, so a missing rank is reported by
 //      number instead of surfacing later as a hang inside the backend;
-//   3. connect: the backend (Gloo) exchanges its addresses through the store and connects.
+//   3. connect: the backend (Gloo, or NCCL on GPUs) exchanges its addresses through the store and
+//      connects.
 #include "dist/init.h"
 
 #include <net/if.h>
@@ -22,7 +23,9 @@
 #include <optional>
 #include <thread>
 
+#include "backends/choice.h"
 #include "backends/gloo.h"
+#include "backends/nccl.h"
 #include "dist/check.h"
 #include "dist/env.h"
 #include "dist/log.h"
@@ -117,6 +120,8 @@ struct Resolved {
   int master_port = 0;
   std::string rank_source;   // for messages: "the argument", "the URL", "RANK", ...
   std::string resolved_url;  // env://, tcp://host:port or file:///path, without the query
+  std::string backend;       // as asked: gloo, nccl or auto
+  std::string nccl_problem;  // why this rank cannot run NCCL; "" when it can
 };
 
 std::string where(const Resolved& r);
@@ -149,12 +154,7 @@ int pick(int explicit_value, int unset, const Url& url, const char* query_key,
 }
 
 Resolved resolve(const InitOptions& o) {
-  if (o.backend != "gloo" && o.backend != "auto") {
-    if (o.backend == "nccl") {
-      throw ConfigError(
-          "backend \"nccl\" needs the GPU path, which this build does not have: build "
-          "with the cuda preset on a machine with a GPU, or use --backend gloo");
-    }
+  if (o.backend != "gloo" && o.backend != "nccl" && o.backend != "auto") {
     throw ConfigError("unknown backend \"" + o.backend + "\": use gloo, nccl or auto");
   }
   Store::checked_timeout(o.timeout);
@@ -190,6 +190,10 @@ Resolved resolve(const InitOptions& o) {
   } else if (r.url.scheme == "tcp") {
     r.master_addr = r.url.host;
     r.master_port = r.url.port;
+  }
+  r.backend = o.backend;
+  if (r.backend != "gloo") {
+    r.nccl_problem = backends::nccl_problem(gpu::census(), r.local_rank, r.local_world_size);
   }
   r.resolved_url = r.url.scheme == "env"   ? "env://"
                    : r.url.scheme == "tcp" ? "tcp://" + where(r)
@@ -239,6 +243,12 @@ void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
     conflict("rank " + me + " has world_size " + world + " but an earlier rank said " + agreed +
              ": every rank must use the same WORLD_SIZE");
   }
+  // A rank that cannot run the backend asked for stops every rank, not just itself.
+  if (r.backend == "nccl" && !r.nccl_problem.empty()) {
+    conflict(backends::nccl_refusal(r.rank, r.local_rank, r.nccl_problem));
+  }
+  // For auto, each rank says what it can do before it announces itself; see choose_backend().
+  if (r.backend == "auto") store.set("nccl_problem/" + me, r.nccl_problem);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   store.set("rank/" + me, std::string(host) + " pid " + std::to_string(::getpid()));
@@ -270,6 +280,18 @@ void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
                          "address (MASTER_ADDR/MASTER_PORT or init_method)");
     }
   }
+}
+
+// ---- Step 3: choose the backend and connect -------------------------------------------------
+
+// gloo and nccl are what they say. auto picks NCCL only if every rank can run it (each rank
+// published why not during meet(), before announcing itself), so all ranks pick the same.
+backends::BackendChoice choose_backend(Store& store, const Resolved& r) {
+  if (r.backend != "auto") return {r.backend, "asked for"};
+  std::vector<std::string> problems;
+  for (int i = 0; i < r.world_size; ++i)
+    problems.push_back(store.get("nccl_problem/" + std::to_string(i)));
+  return backends::choose_auto(problems);
 }
 
 // ---- The default group ----------------------------------------------------------------------
@@ -380,15 +402,29 @@ void init_process_group(const InitOptions& options) {
     group->store = std::make_shared<PrefixStore>(
         options.group_name + "/" + std::to_string(generation), group->base);
     meet(*group->store, r, deadline);
+    const backends::BackendChoice choice = choose_backend(*group->store, r);
+    if (r.backend == "auto" && r.rank == 0) {
+      // No out0() here: it takes g_mu, which init holds.
+      write_stdout("[rank 0/" + std::to_string(r.world_size) + "] backend auto chose " +
+                   choice.backend + ": " + choice.reason + "\n");
+    }
 
     // The backend connects in whatever is left of the timeout.
-    PrefixStore gloo_store("gloo", group->store);
+    PrefixStore backend_store(choice.backend, group->store);
     const auto left =
         std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
                  std::chrono::milliseconds(1));
-    gloo_store.set_timeout(left);
-    group->pg = backends::make_gloo_group(r.rank, r.world_size, gloo_store,
-                                          gloo_options(r, options.timeout, left));
+    backend_store.set_timeout(left);
+    if (choice.backend == "nccl") {
+      backends::NcclOptions nccl;
+      nccl.device = r.local_rank;
+      nccl.timeout = options.timeout;
+      nccl.connect_timeout = left;
+      group->pg = backends::make_nccl_group(r.rank, r.world_size, backend_store, nccl);
+    } else {
+      group->pg = backends::make_gloo_group(r.rank, r.world_size, backend_store,
+                                            gloo_options(r, options.timeout, left));
+    }
   } catch (const Error&) {
     // Rank 0 hosts the store: give the other ranks a moment to read why the job cannot start
     // (the "conflict" key) before its process, and the store with it, goes away.
@@ -449,6 +485,12 @@ int get_local_rank() {
 std::string get_backend() {
   std::lock_guard lock(g_mu);
   return current().info.backend;
+}
+
+Device get_device() {
+  std::lock_guard lock(g_mu);
+  const DistInfo& info = current().info;
+  return info.backend == "nccl" ? Device::cuda(info.local_rank) : Device::cpu();
 }
 
 DistInfo get_dist_info() {

@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/gpu.h"
+#include "tensor_repr.h"
+
 namespace dist {
 namespace {
 
@@ -161,6 +164,16 @@ DType floating_result_type(DType dtype) {
   return is_floating_point(dtype) ? dtype : kFloat32;
 }
 
+// Two tensors in one operation must be on one device; torch says so in these words.
+Device common_device(const Tensor& a, const Tensor& b, std::string_view op) {
+  if (a.device() == b.device()) return a.device();
+  throw Error("dist::Tensor a " + std::string(op) +
+              " b: Expected all tensors to be on the same device, but found at least two "
+              "devices, " +
+              a.device().str() + " and " + b.device().str() + "! Move one with .to(" +
+              "dist::Device::...) first");
+}
+
 void check_same_numel(const Tensor& a, const Tensor& b, std::string_view op) {
   if (a.numel() == b.numel()) return;
   throw Error("dist::Tensor a " + std::string(op) + " b: sizes differ (a has " +
@@ -172,6 +185,9 @@ void check_same_numel(const Tensor& a, const Tensor& b, std::string_view op) {
 template <typename Op>
 Tensor combine(const Tensor& a, const Tensor& b, DType result, Op op, std::string_view symbol) {
   check_same_numel(a, b, symbol);
+  if (const Device device = common_device(a, b, symbol); device.is_cuda()) {
+    return combine(a.cpu(), b.cpu(), result, op, symbol).to(device);
+  }
   Tensor out = a.to(result);
   const Tensor rhs = b.to(result);
   visit_result_dtype<Op>(result, [&]<typename T>(std::type_identity<T>) {
@@ -186,6 +202,7 @@ Tensor combine(const Tensor& a, const Tensor& b, DType result, Op op, std::strin
 // float32 + 0.1 adds 0.1f in float arithmetic, and an int32 tensor + 2^40 adds 2^40 mod 2^32.
 template <typename Op, typename Scalar>
 Tensor combine_scalar(const Tensor& a, Scalar s, DType result, Op op) {
+  if (a.is_cuda()) return combine_scalar(a.cpu(), s, result, op).to(a.device());
   Tensor out = a.to(result);
   visit_result_dtype<Op>(result, [&]<typename T>(std::type_identity<T>) {
     const T scalar = convert<T>(s);
@@ -343,18 +360,23 @@ std::string vector_text(const std::vector<std::string>& items, std::size_t width
   return text + "]";
 }
 
-// torch's _add_suffixes for one suffix: it goes on its own line when the last line would pass the
-// line width. (torch's "last line length" counts two more than the characters; kept as is.)
-std::string add_suffix(std::string text, std::string_view suffix) {
+// torch's _add_suffixes: each suffix ("device='cuda:0'", "dtype=torch.int32") goes on its own
+// line when the last line would pass the line width. The arithmetic is torch's, including its
+// count of the first last line (two more than its characters) and of later ones.
+std::string add_suffixes(std::string text, const std::vector<std::string>& suffixes) {
   const std::size_t newline = text.rfind('\n');
-  const std::size_t last_line_len =
+  std::size_t last_line_len =
       newline == std::string::npos ? text.size() + 2 : text.size() - newline + 1;
-  if (last_line_len + suffix.size() + 2 > kLineWidth) {
-    text += ",\n" + std::string(kPrefix.size(), ' ');
-  } else {
-    text += ", ";
+  for (const std::string& suffix : suffixes) {
+    if (last_line_len + suffix.size() + 2 > kLineWidth) {
+      text += ",\n" + std::string(kPrefix.size(), ' ') + suffix;
+      last_line_len = kPrefix.size() + suffix.size();
+    } else {
+      text += ", " + suffix;
+      last_line_len += suffix.size() + 2;
+    }
   }
-  return text += suffix;
+  return text + ")";
 }
 
 }  // namespace
@@ -398,7 +420,64 @@ DType promote_types(DType a, DType b) {
   return element_size(a) >= element_size(b) ? a : b;
 }
 
-Tensor::Tensor(std::int64_t numel, DType dtype) : numel_(numel), dtype_(dtype) {
+namespace detail {
+
+Buffer::Buffer(std::size_t nbytes, Device device) : size_(nbytes), device_(device) {
+  if (nbytes == 0) return;
+  data_ = device.is_cpu() ? new std::byte[nbytes]()  // () zero-fills
+                          : static_cast<std::byte*>(gpu::allocate(nbytes, device.index()));
+}
+
+Buffer::Buffer(const Buffer& other) : Buffer(other.size_, other.device_) {
+  copy_bytes(data_, device_, other.data_, other.device_, size_);
+}
+
+Buffer& Buffer::operator=(const Buffer& other) {
+  if (this != &other) *this = Buffer(other);
+  return *this;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      device_(other.device_) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  release();
+}
+
+void Buffer::release() noexcept {
+  if (device_.is_cpu()) {
+    delete[] data_;
+  } else {
+    gpu::release(data_, device_.index());
+  }
+  data_ = nullptr;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    gpu::copy(dst, src, bytes, dst_device.is_cuda() ? dst_device.index() : src_device.index());
+  }
+}
+
+}  // namespace detail
+
+Tensor::Tensor(std::int64_t numel, DType dtype, Device device) : numel_(numel), dtype_(dtype) {
   if (numel < 0) {
     throw ConfigError("dist::Tensor: numel must be >= 0, got " + std::to_string(numel) +
                       "; check the size passed to the factory (zeros/full/arange)");
@@ -408,26 +487,34 @@ Tensor::Tensor(std::int64_t numel, DType dtype) : numel_(numel), dtype_(dtype) {
     throw ConfigError("dist::Tensor: numel " + std::to_string(numel) + " of " +
                       std::string(dtype_name(dtype)) + " does not fit in memory");
   }
-  bytes_.resize(static_cast<std::size_t>(numel) * size);
+  bytes_ = detail::Buffer(static_cast<std::size_t>(numel) * size, device);
 }
 
-Tensor Tensor::zeros(std::int64_t n, DType dtype) {
-  return Tensor(n, dtype);
+Tensor Tensor::zeros(std::int64_t n, DType dtype, Device device) {
+  return Tensor(n, dtype, device);
 }
 
-Tensor Tensor::full(std::int64_t n, double value, DType dtype) {
+// full and arange fill on the host and copy the values over: the same numbers torch's kernels
+// would write, since each element is one exact conversion.
+Tensor Tensor::full(std::int64_t n, double value, DType dtype, Device device) {
   Tensor t(n, dtype);
   t.fill_(value);
-  return t;
+  return device.is_cpu() ? t : t.to(device);
 }
 
-Tensor Tensor::arange(std::int64_t n, DType dtype) {
+Tensor Tensor::arange(std::int64_t n, DType dtype, Device device) {
   Tensor t(n, dtype);
   visit_dtype(dtype, [&]<typename T>(std::type_identity<T>) {
     T* p = t.data_ptr<T>();
     for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
   });
-  return t;
+  return device.is_cpu() ? t : t.to(device);
+}
+
+Tensor Tensor::to(Device device) const {
+  Tensor out(numel_, dtype_, device);
+  detail::copy_bytes(out.data(), device, data(), this->device(), nbytes());
+  return out;
 }
 
 double Tensor::item(std::int64_t i) const {
@@ -435,6 +522,7 @@ double Tensor::item(std::int64_t i) const {
     throw Error("dist::Tensor::item(" + std::to_string(i) + "): index out of range for a tensor " +
                 "with " + std::to_string(numel_) + " elements; valid indices are 0..numel()-1");
   }
+  if (is_cuda()) return slice(i, 1).cpu().item(0);
   return visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
     return static_cast<double>(data_ptr<T>()[i]);
   });
@@ -446,12 +534,14 @@ void Tensor::set(std::int64_t i, double value) {
                 "tensor with " + std::to_string(numel_) +
                 " elements; valid indices are 0..numel()-1");
   }
+  if (is_cuda()) return assign_slice(i, full(1, value, dtype_));
   visit_dtype(dtype_,
               [&]<typename T>(std::type_identity<T>) { data_ptr<T>()[i] = convert<T>(value); });
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
+  if (is_cuda()) return cpu().to(dtype).to(device());
   Tensor out(numel_, dtype);
   visit_dtype(dtype_, [&]<typename From>(std::type_identity<From>) {
     visit_dtype(dtype, [&]<typename To>(std::type_identity<To>) {
@@ -464,6 +554,7 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 void Tensor::fill_(double value) {
+  if (is_cuda()) return assign_slice(0, full(numel_, value, dtype_));
   visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
     std::fill_n(data_ptr<T>(), numel_, convert<T>(value));
   });
@@ -475,7 +566,7 @@ void Tensor::copy_(const Tensor& src) {
                 " elements, destination has " + std::to_string(numel_) +
                 "; copy_ needs equal numel (use assign_slice to write part of a tensor)");
   }
-  *this = src.to(dtype_);
+  assign_slice(0, src);  // converts the dtype; the destination keeps its device
 }
 
 Tensor Tensor::slice(std::int64_t start, std::int64_t length) const {
@@ -484,9 +575,9 @@ Tensor Tensor::slice(std::int64_t start, std::int64_t length) const {
                 ", length=" + std::to_string(length) + ") does not fit in a tensor with " +
                 std::to_string(numel_) + " elements; need 0 <= start and start + length <= numel");
   }
-  Tensor out(length, dtype_);
-  const auto first = bytes_.begin() + static_cast<std::ptrdiff_t>(start * element_size());
-  std::copy_n(first, out.nbytes(), out.bytes_.begin());
+  Tensor out(length, dtype_, device());
+  detail::copy_bytes(out.data(), out.device(), bytes_.data() + start * element_size(), device(),
+                     out.nbytes());
   return out;
 }
 
@@ -498,12 +589,14 @@ void Tensor::assign_slice(std::int64_t start, const Tensor& values) {
                 " elements; need 0 <= start and start + values.numel() <= numel");
   }
   const Tensor converted = values.to(dtype_);
-  const auto first = bytes_.begin() + static_cast<std::ptrdiff_t>(start * element_size());
-  std::copy(converted.bytes_.begin(), converted.bytes_.end(), first);
+  detail::copy_bytes(bytes_.data() + start * element_size(), device(), converted.data(),
+                     converted.device(), converted.nbytes());
 }
 
 bool Tensor::equal(const Tensor& other) const {
+  const Device device = common_device(*this, other, "equal");
   if (dtype_ != other.dtype_ || numel_ != other.numel_) return false;
+  if (device.is_cuda()) return cpu().equal(other.cpu());
   return visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
     const T* a = data_ptr<T>();
     return std::equal(a, a + numel_, other.data_ptr<T>());  // NaN == NaN is false, as in torch
@@ -511,6 +604,7 @@ bool Tensor::equal(const Tensor& other) const {
 }
 
 double Tensor::sum() const {
+  if (is_cuda()) return cpu().sum();
   return visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
     const T* p = data_ptr<T>();
     double total = 0;
@@ -520,22 +614,30 @@ double Tensor::sum() const {
 }
 
 std::string Tensor::repr() const {
+  return is_cuda() ? repr_as_if_on(cpu(), device()) : repr_as_if_on(*this, device());
+}
+
+std::string repr_as_if_on(const Tensor& host, Device shown) {
   std::string text(kPrefix);
+  std::vector<std::string> suffixes;
+  // torch names the device of every tensor that is not on its default device, the CPU.
+  if (shown.is_cuda()) suffixes.push_back("device='" + shown.str() + "'");
   bool shows_dtype = false;
-  if (numel_ == 0) {
+  if (host.numel() == 0) {
     // No values to infer the dtype from, so torch names every dtype but the default float32.
     text += "[]";
-    shows_dtype = dtype_ != kFloat32;
+    shows_dtype = host.dtype() != kFloat32;
   } else {
-    FormattedElements elements = format_elements(*this);
-    if (numel_ > kThreshold) elements.items.insert(elements.items.begin() + kEdgeItems, " ...");
+    FormattedElements elements = format_elements(host);
+    if (host.numel() > kThreshold)
+      elements.items.insert(elements.items.begin() + kEdgeItems, " ...");
     text += vector_text(elements.items, elements.width);
     // float32 and int64 are what torch.tensor infers from Python floats and ints; the others are
     // named.
-    shows_dtype = dtype_ == kInt32 || dtype_ == kFloat64;
+    shows_dtype = host.dtype() == kInt32 || host.dtype() == kFloat64;
   }
-  if (shows_dtype) text = add_suffix(std::move(text), "dtype=" + std::string(dtype_name(dtype_)));
-  return text + ")";
+  if (shows_dtype) suffixes.push_back("dtype=" + std::string(dtype_name(host.dtype())));
+  return add_suffixes(std::move(text), suffixes);
 }
 
 void Tensor::check_dtype(DType expected) const {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/device.h"
 #include "dist/process_group.h"
 #include "dist/tensor.h"
 
@@ -33,10 +34,14 @@ namespace dist {
 inline constexpr std::chrono::seconds kDefaultTimeout{60};
 
 struct InitOptions {
-  std::string backend = "gloo";  // "gloo" (or "auto", which picks gloo on the CPU path)
-  std::string init_method;       // "" means "env://"
-  int world_size = -1;           // -1: from the URL or the environment
-  int rank = -1;                 // -1: from the URL or the environment
+  // "gloo" (CPU, any machine), "nccl" (GPU tensors; one GPU per rank, chosen by LOCAL_RANK) or
+  // "auto": NCCL when every rank has a GPU of its own, else Gloo; rank 0 prints which and why.
+  // An explicit "nccl" on a rank without a usable GPU stops every rank with a ConfigError (exit
+  // 2) that says what is missing.
+  std::string backend = "gloo";
+  std::string init_method;                              // "" means "env://"
+  int world_size = -1;                                  // -1: from the URL or the environment
+  int rank = -1;                                        // -1: from the URL or the environment
   std::chrono::milliseconds timeout = kDefaultTimeout;  // positive, at most dist::kMaxTimeout
   std::string group_name = "default";
 };
@@ -59,6 +64,9 @@ int get_world_size();
 // launcher said (one machine). Works before init too.
 int get_local_rank();
 std::string get_backend();
+// Where this rank's tensors belong for the default group's backend: its own GPU,
+// cuda:LOCAL_RANK, under NCCL; the CPU under Gloo. Throws before init_process_group.
+Device get_device();
 
 // Everything a program may want to print about its place in the job. Before init it answers as
 // mmcv's get_dist_info does: rank 0, world_size 1.

@@ -1,13 +1,19 @@
 // dist/tensor.h — the smallest tensor the chapters need.
 //
-// A 1-D array with a dtype, enough to show what collectives do. It mirrors torch where a reader of
-// the seeds will look: arange/full/zeros, arithmetic with torch's type promotion, and printing that
-// matches torch's repr character for character (`tensor([4, 6])`, `tensor([1.5000, 2.0000])`,
-// `tensor([1, 2], dtype=torch.int32)`).
+// A 1-D array with a dtype and a device, enough to show what collectives do. It mirrors torch
+// where a reader of the seeds will look: arange/full/zeros, arithmetic with torch's type promotion,
+// printing that matches torch's repr character for character (`tensor([4, 6])`,
+// `tensor([1.5000, 2.0000])`, `tensor([1, 2], dtype=torch.int32)`,
+// `tensor([4, 6], device='cuda:0')`), and `.to(device)` between the CPU and a GPU.
 //
-// What it leaves out: more than one dimension, views and strides, autograd. One deliberate
-// difference from torch: copying a dist::Tensor copies its data (value semantics), because shared
-// storage behind a copy is a classic source of bugs in C++ code. Pass tensors by reference.
+// What it leaves out: more than one dimension, views and strides, autograd. Two deliberate
+// differences from torch:
+//   * copying a dist::Tensor copies its data (value semantics), because shared storage behind a
+//     copy is a classic source of bugs in C++ code. Pass tensors by reference;
+//   * every operation has finished when it returns, on the GPU too (torch queues GPU work and
+//     returns at once). Arithmetic on a GPU tensor is computed on the host through a copy: this
+//     tensor is for showing collectives, whose data does stay on the GPU; chapter 08's kernels are
+//     where the GPU computes.
 //
 // Taught in: chapter 04 (all_reduce).
 #pragma once
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "dist/check.h"
+#include "dist/device.h"
 
 namespace dist {
 
@@ -77,34 +84,71 @@ constexpr DType dtype_of<std::int64_t>() {
   return kInt64;
 }
 
+namespace detail {
+
+// A tensor's bytes on one device, zero-filled when made. Copying it copies the bytes (on the same
+// device); moving it moves the pointer.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(std::size_t nbytes, Device device);
+  Buffer(const Buffer& other);
+  Buffer& operator=(const Buffer& other);
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  ~Buffer();
+
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  Device device() const { return device_; }
+
+ private:
+  void release() noexcept;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  Device device_;
+};
+
+// Copies `bytes` from one device's memory to another's (either may be the CPU); finished on return.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                std::size_t bytes);
+
+}  // namespace detail
+
 class Tensor {
  public:
-  Tensor() = default;                       // an empty float32 tensor
-  Tensor(std::int64_t numel, DType dtype);  // zero-filled
+  Tensor() = default;  // an empty float32 tensor on the CPU
+  Tensor(std::int64_t numel, DType dtype, Device device = {});  // zero-filled
 
   // Factories, named and defaulted as in torch.
-  static Tensor zeros(std::int64_t n, DType dtype = kFloat32);
-  static Tensor full(std::int64_t n, double value, DType dtype = kFloat32);
-  static Tensor arange(std::int64_t n, DType dtype = kInt64);  // 0, 1, ..., n-1
+  static Tensor zeros(std::int64_t n, DType dtype = kFloat32, Device device = {});
+  static Tensor full(std::int64_t n, double value, DType dtype = kFloat32, Device device = {});
+  static Tensor arange(std::int64_t n, DType dtype = kInt64, Device device = {});  // 0, ..., n-1
   template <typename T>
-  static Tensor from(const std::vector<T>& values) {
+  static Tensor from(const std::vector<T>& values, Device device = {}) {
     Tensor t(static_cast<std::int64_t>(values.size()), dtype_of<T>());
     if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
-    return t;
+    return device.is_cpu() ? t : t.to(device);
   }
   template <typename T>
-  static Tensor from(std::initializer_list<T> values) {
-    return from(std::vector<T>(values));
+  static Tensor from(std::initializer_list<T> values, Device device = {}) {
+    return from(std::vector<T>(values), device);
   }
 
   std::int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }
+  Device device() const { return bytes_.device(); }
+  bool is_cuda() const { return device().is_cuda(); }
   std::size_t element_size() const { return dist::element_size(dtype_); }
   std::size_t nbytes() const { return bytes_.size(); }
+  // The first byte, in the tensor's device memory: a GPU address for a GPU tensor (as in torch),
+  // which host code must not dereference. Hand it to NCCL or a kernel; read values with item(),
+  // to_vector() or cpu().
   void* data() { return bytes_.data(); }
   const void* data() const { return bytes_.data(); }
 
-  // Typed access; throws dist::Error if T does not match the dtype.
+  // Typed access to the same address; throws dist::Error if T does not match the dtype.
   template <typename T>
   T* data_ptr() {
     check_dtype(dtype_of<T>());
@@ -115,11 +159,19 @@ class Tensor {
     check_dtype(dtype_of<T>());
     return reinterpret_cast<const T*>(bytes_.data());
   }
+  // The values, copied to the host.
   template <typename T>
   std::vector<T> to_vector() const {
+    if (is_cuda()) return cpu().to_vector<T>();
     const T* p = data_ptr<T>();
     return std::vector<T>(p, p + numel_);
   }
+
+  // The same values on another device: torch's .to(device), .cpu() and .cuda(index). A tensor
+  // already there is copied all the same (value semantics).
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
 
   // Element i as a double (exact for every int32 and for int64 up to 2^53), and assignment.
   double item(std::int64_t i) const;
@@ -134,7 +186,8 @@ class Tensor {
   Tensor slice(std::int64_t start, std::int64_t length) const;
   void assign_slice(std::int64_t start, const Tensor& values);
 
-  // Same dtype, same numel and the same values (NaNs compare unequal, as torch.equal does).
+  // Same dtype, same numel and the same values (NaNs compare unequal, as torch.equal does). Like
+  // torch.equal, both tensors must be on the same device.
   bool equal(const Tensor& other) const;
 
   // Arithmetic with torch's type promotion: an int tensor with an integer scalar stays an int
@@ -159,14 +212,14 @@ class Tensor {
 
   double sum() const;  // as a double, for checks and printing
 
-  // torch's repr: "tensor([4, 6])".
+  // torch's repr: "tensor([4, 6])", "tensor([4, 6], device='cuda:0')".
   std::string repr() const;
 
  private:
   void check_dtype(DType expected) const;
   std::int64_t numel_ = 0;
   DType dtype_ = kFloat32;
-  std::vector<std::byte> bytes_;
+  detail::Buffer bytes_;
 };
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -215,14 +268,14 @@ inline Tensor operator*(double s, const Tensor& a) {
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Free-function spellings that read like the seeds: dist::arange(world, dist::kInt64).
-inline Tensor arange(std::int64_t n, DType dtype = kInt64) {
-  return Tensor::arange(n, dtype);
+inline Tensor arange(std::int64_t n, DType dtype = kInt64, Device device = {}) {
+  return Tensor::arange(n, dtype, device);
 }
-inline Tensor zeros(std::int64_t n, DType dtype = kFloat32) {
-  return Tensor::zeros(n, dtype);
+inline Tensor zeros(std::int64_t n, DType dtype = kFloat32, Device device = {}) {
+  return Tensor::zeros(n, dtype, device);
 }
-inline Tensor full(std::int64_t n, double v, DType dtype = kFloat32) {
-  return Tensor::full(n, v, dtype);
+inline Tensor full(std::int64_t n, double v, DType dtype = kFloat32, Device device = {}) {
+  return Tensor::full(n, v, dtype, device);
 }
 
 }  // namespace dist

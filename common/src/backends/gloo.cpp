@@ -20,8 +20,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <sstream>
 
+#include "backends/common.h"
 #include "dist/check.h"
 
 namespace dist::backends {
@@ -120,12 +120,6 @@ void with_gloo_errors(Fn&& fn, Fail&& fail) {
   }
 }
 
-std::string seconds(std::chrono::milliseconds ms) {
-  std::ostringstream s;
-  s << static_cast<double>(ms.count()) / 1000.0 << " s";
-  return s.str();
-}
-
 class ProcessGroupGloo : public ProcessGroup {
  public:
   ProcessGroupGloo(int rank, int size, std::shared_ptr<gloo::Context> context,
@@ -135,7 +129,10 @@ class ProcessGroupGloo : public ProcessGroup {
   std::string backend() const override { return "gloo"; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
+  // Gloo moves host memory. A GPU tensor goes through a host copy, as in torch's gloo backend:
+  // correct everywhere, but NCCL is the backend that keeps GPU data on the GPU.
   void all_reduce(Tensor& tensor, ReduceOp op) override {
+    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { all_reduce(t, op); });
     check_op_fits(op, tensor.dtype());
     run("all_reduce", describe(tensor, op), [&](std::uint32_t tag) {
       if (tensor.numel() == 0) return plain_barrier(tag);
@@ -152,6 +149,7 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
   void broadcast(Tensor& tensor, int src) override {
+    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { broadcast(t, src); });
     check_rank(src, "src");
     run("broadcast", describe(tensor) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
       if (tensor.numel() == 0) return plain_barrier(tag);
@@ -171,6 +169,11 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    if (input.is_cuda()) {
+      all_gather(outputs, input.cpu());
+      for (Tensor& t : outputs) t = t.to(input.device());
+      return;
+    }
     Tensor flat(input.numel() * size(), input.dtype());
     run("all_gather", describe(input), [&](std::uint32_t tag) {
       if (input.numel() == 0) return plain_barrier(tag);
@@ -200,10 +203,17 @@ class ProcessGroupGloo : public ProcessGroup {
       flat.assign_slice(r * output.numel(), inputs[r]);
     }
     all_reduce(flat, op);
-    output = flat.slice(rank() * output.numel(), output.numel());
+    output.copy_(flat.slice(rank() * output.numel(), output.numel()));
   }
 
   void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
+    if (input.is_cuda()) {
+      gather(input.cpu(), outputs, dst);
+      if (rank() == dst && outputs != nullptr) {
+        for (Tensor& t : *outputs) t = t.to(input.device());
+      }
+      return;
+    }
     check_rank(dst, "dst");
     const bool root = rank() == dst;
     DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
@@ -224,6 +234,15 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
   void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
+    if (output.is_cuda()) {
+      return through_host(output, [&](Tensor& t) { scatter(t, inputs, src); });
+    }
+    if (inputs != nullptr && rank() == src &&
+        std::any_of(inputs->begin(), inputs->end(), [](const Tensor& t) { return t.is_cuda(); })) {
+      std::vector<Tensor> host;
+      for (const Tensor& t : *inputs) host.push_back(t.cpu());
+      return scatter(output, &host, src);
+    }
     check_rank(src, "src");
     const bool root = rank() == src;
     if (root) {
@@ -253,6 +272,7 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
   void send(const Tensor& tensor, int dst, int tag) override {
+    if (tensor.is_cuda()) return send(tensor.cpu(), dst, tag);
     check_peer(dst, "dst");
     run(
         "send", describe(tensor) + " to rank " + std::to_string(dst),
@@ -267,6 +287,7 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
   void recv(Tensor& tensor, int src, int tag) override {
+    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { recv(t, src, tag); });
     check_peer(src, "src");
     run(
         "recv", describe(tensor) + " from rank " + std::to_string(src),
@@ -283,6 +304,13 @@ class ProcessGroupGloo : public ProcessGroup {
   // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
   static std::uint64_t p2p_slot(int tag) {
     return (std::uint64_t{0xd1} << 56) | static_cast<std::uint32_t>(tag);
+  }
+
+  template <typename Fn>
+  static void through_host(Tensor& tensor, Fn&& fn) {
+    Tensor host = tensor.cpu();
+    fn(host);
+    tensor.copy_(host);
   }
 
   void plain_barrier(std::uint32_t tag) {
@@ -324,41 +352,8 @@ class ProcessGroupGloo : public ProcessGroup {
     for (int r = 0; r < size(); ++r) outputs[static_cast<std::size_t>(r)] = flat.slice(r * n, n);
   }
 
-  void check_rank(int r, const char* what) const {
-    if (r < 0 || r >= size()) {
-      throw ConfigError(std::string(what) + " rank " + std::to_string(r) +
-                        " is out of range for world_size " + std::to_string(size()));
-    }
-  }
-  void check_peer(int r, const char* what) const {
-    check_rank(r, what);
-    if (r == rank())
-      throw ConfigError(std::string(what) + " rank " + std::to_string(r) + " is this rank itself");
-  }
-
-  static void check_op_fits(ReduceOp op, DType dtype) {
-    const bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
-    if (bitwise && is_floating_point(dtype)) {
-      throw ConfigError(std::string("ReduceOp::") + reduce_op_name(op) +
-                        " needs an integer tensor, but this one is " +
-                        std::string(dtype_name(dtype)) +
-                        ": bitwise reductions are defined only for int32 and int64");
-    }
-    if (op == ReduceOp::AVG && !is_floating_point(dtype)) {
-      throw ConfigError(
-          std::string("ReduceOp::AVG needs a floating-point tensor, but this one is ") +
-          std::string(dtype_name(dtype)) +
-          ": the average of integers is not an integer. Convert first with "
-          ".to(dist::kFloat32), or use SUM and divide");
-    }
-  }
-
-  static std::string describe(const Tensor& t) {
-    return std::string(dtype_name(t.dtype())) + ", " + std::to_string(t.numel()) + " elements";
-  }
-  static std::string describe(const Tensor& t, ReduceOp op) {
-    return std::string(reduce_op_name(op)) + ", " + describe(t);
-  }
+  void check_rank(int r, const char* what) const { backends::check_rank(r, size(), what); }
+  void check_peer(int r, const char* what) const { backends::check_peer(r, rank(), size(), what); }
 
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;

@@ -1,0 +1,80 @@
+// Which backend a rank can run, and what `auto` picks (see choice.h).
+#include "backends/choice.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace dist::backends {
+
+std::string no_gpu_reason(const gpu::Census& c) {
+  if (!c.built_with_cuda) {
+    return "this program was built without the GPU path (a CPU-only preset); build it with "
+           "`cmake --workflow --preset cuda` on a machine with the CUDA toolkit";
+  }
+  if (c.device_count > 0) return "";
+  // Without any NVIDIA driver the CUDA runtime says "driver version is insufficient", which sends
+  // people looking for a driver upgrade they do not need.
+  if (!c.driver_loaded) {
+    return "no NVIDIA driver is loaded on this machine (/proc/driver/nvidia is missing), so it "
+           "has no usable GPU";
+  }
+  if (c.runtime_error == gpu::kCudaErrorInsufficientDriver) {
+    return "the NVIDIA driver is older than this CUDA toolkit needs (CUDA says: " +
+           c.runtime_error_text + "); upgrade the driver";
+  }
+  if (c.runtime_error == gpu::kCudaErrorNoDevice || c.runtime_error == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return std::string("the NVIDIA driver is loaded but this process sees no GPU") +
+           (visible != nullptr
+                ? " (CUDA_VISIBLE_DEVICES=\"" + std::string(visible) + "\" hides them?)"
+                : "") +
+           "; check `nvidia-smi`";
+  }
+  return "CUDA cannot use this machine's GPUs (CUDA says: " + c.runtime_error_text +
+         "); check `nvidia-smi`";
+}
+
+std::string nccl_problem(const gpu::Census& c, int local_rank, int local_world_size) {
+  if (std::string reason = no_gpu_reason(c); !reason.empty()) return reason;
+  const int gpus = c.device_count;
+  const std::string shown = std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
+  if (local_rank >= gpus || local_world_size > gpus) {
+    return std::to_string(local_world_size) + " ranks run on this machine (LOCAL_RANK " +
+           std::to_string(local_rank) + " of " + std::to_string(local_world_size) +
+           ") but this process sees only " + shown +
+           ", and NCCL cannot put two ranks on one GPU; start at most " + std::to_string(gpus) +
+           " per machine (ddprun --nproc-per-node " + std::to_string(gpus) + ")";
+  }
+  return "";
+}
+
+std::string nccl_refusal(int rank, int local_rank, const std::string& problem) {
+  return "backend nccl cannot run on rank " + std::to_string(rank) + " (LOCAL_RANK " +
+         std::to_string(local_rank) + "): " + problem +
+         ". Use the CPU backend instead (--backend gloo), or --backend auto to pick one for you";
+}
+
+BackendChoice choose_auto(const std::vector<std::string>& problems_by_rank) {
+  int unable = 0;
+  int first = -1;
+  for (std::size_t r = 0; r < problems_by_rank.size(); ++r) {
+    if (problems_by_rank[r].empty()) continue;
+    if (first < 0) first = static_cast<int>(r);
+    ++unable;
+  }
+  if (first < 0) return {"nccl", "every rank has a GPU of its own"};
+  const std::string& problem = problems_by_rank[static_cast<std::size_t>(first)];
+  if (static_cast<std::size_t>(unable) == problems_by_rank.size() &&
+      std::all_of(problems_by_rank.begin(), problems_by_rank.end(),
+                  [&](const std::string& p) { return p == problem; })) {
+    return {"gloo", (unable == 1 ? "" : "on every rank, ") + problem};
+  }
+  std::string who = "rank " + std::to_string(first);
+  if (unable > 1) {
+    who += " (and " + std::to_string(unable - 1) + (unable == 2 ? " other" : " others") + ")";
+  }
+  return {"gloo", who + ": " + problems_by_rank[static_cast<std::size_t>(first)]};
+}
+
+}  // namespace dist::backends

@@ -1,0 +1,512 @@
+// ProcessGroupNCCL: the collectives of dist/process_group.h on NVIDIA's NCCL (GPU tensors).
+//
+// The shape is torch's ProcessGroupNCCL, cut down to what a reader can follow:
+//   1. the GPU is LOCAL_RANK (one rank, one GPU: NCCL refuses to share one between ranks);
+//   2. rank 0 creates the communicator's unique id and the others read it from the store;
+//   3. the communicator is created non-blocking (NCCL connects in the background) and we poll
+//      it against the group's timeout, so a rank that never arrives ends in an error, not a hang;
+//   4. every operation runs on the group's own CUDA stream, after whatever the program queued on
+//      the default stream (its kernels that produced the data), and the call returns when the
+//      operation has finished;
+//   5. while it waits, the calling thread is the watchdog: it polls the operation, NCCL's
+//      asynchronous error state and the deadline. When the deadline passes or a peer fails, it
+//      aborts the communicator (ncclCommAbort stops the kernels still waiting for peers) and
+//      throws an error that names the call. An aborted group refuses every later call.
+// What it leaves out: asynchronous work handles (torch's async_op=True), communicator splitting
+// for subgroups, and NCCL's zero-copy buffer registration.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "backends/common.h"
+#include "backends/nccl.h"
+#include "backends/unique_id.h"
+#include "dist/check.h"
+#include "gpu/device_guard.h"
+
+namespace dist::backends {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+static_assert(kNcclUniqueIdBytes == NCCL_UNIQUE_ID_BYTES);
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case kFloat32:
+      return ncclFloat32;
+    case kFloat64:
+      return ncclFloat64;
+    case kInt32:
+      return ncclInt32;
+    case kInt64:
+      return ncclInt64;
+  }
+  throw Error("invalid dtype for NCCL");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM:
+      return ncclSum;
+    case ReduceOp::PRODUCT:
+      return ncclProd;
+    case ReduceOp::MIN:
+      return ncclMin;
+    case ReduceOp::MAX:
+      return ncclMax;
+    case ReduceOp::AVG:
+      return ncclAvg;  // NCCL divides on the GPU, in the tensor's dtype
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR:
+      break;
+  }
+  throw ConfigError(std::string("ReduceOp::") + reduce_op_name(op) +
+                    " is not available with NCCL, which has no bitwise reductions (torch refuses "
+                    "it too): use the gloo backend for it, or MIN/MAX on 0/1 values for AND/OR");
+}
+
+// What NCCL says about a failure, in words: the code's name and, when NCCL has one, the last
+// error message it logged.
+std::string nccl_text(ncclResult_t rc) {
+  std::string text = ncclGetErrorString(rc);
+  if (const char* last = ncclGetLastError(nullptr); last != nullptr && *last != '\0') {
+    text += ": " + std::string(last);
+  }
+  return text;
+}
+
+std::string nccl_hint(ncclResult_t rc) {
+  switch (rc) {
+    case ncclRemoteError:
+      return "a peer failed or exited (look for its error above)";
+    case ncclSystemError:
+      return "a system call failed (network or shared memory); run with NCCL_DEBUG=WARN to see "
+             "which, and check NCCL_SOCKET_IFNAME";
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return "the call's arguments are wrong, or the ranks called it differently (every rank "
+             "must make the same calls with the same sizes and dtypes)";
+    case ncclUnhandledCudaError:
+      return "CUDA failed underneath NCCL; check `nvidia-smi` and that each rank has its own GPU";
+    default:
+      return "run with NCCL_DEBUG=WARN for NCCL's own account";
+  }
+}
+
+// Polling with a little patience: spin first (collectives on one machine finish in
+// microseconds), then sleep in growing steps up to 1 ms, so a long wait costs no CPU.
+class Backoff {
+ public:
+  void pause() {
+    if (++spins_ < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(sleep_);
+      sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+ private:
+  int spins_ = 0;
+  std::chrono::microseconds sleep_{20};
+};
+
+void check_cuda(cudaError_t rc, const std::string& what) {
+  if (rc == cudaSuccess) return;
+  cudaGetLastError();
+  throw Error(what + " failed: " + std::string(cudaGetErrorString(rc)) +
+              ". Check `nvidia-smi`, and that every rank uses its own GPU (LOCAL_RANK)");
+}
+
+class ProcessGroupNCCL : public ProcessGroup {
+ public:
+  ProcessGroupNCCL(int rank, int size, const NcclOptions& options)
+      : ProcessGroup(rank, size), device_(options.device), timeout_(options.timeout) {
+    const gpu::DeviceGuard guard(device_);
+    // Our own stream, which does not wait for the default stream by itself: run() orders it
+    // after the default stream explicitly, with an event, for every operation.
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaMalloc(&barrier_word_, sizeof(float)), "allocating the barrier's buffer");
+  }
+
+  // Connects the communicator; a separate step so that the destructor cleans up after a failure.
+  void connect(Store& store, const NcclOptions& options) {
+    const NcclUniqueId id = share_unique_id(store, rank(), unique_id_key(options.communicator), [] {
+      ncclUniqueId made;
+      const ncclResult_t rc = ncclGetUniqueId(&made);
+      if (rc != ncclSuccess) {
+        throw Error("ncclGetUniqueId failed on rank 0: " + nccl_text(rc) + "; " + nccl_hint(rc));
+      }
+      NcclUniqueId bytes;
+      std::memcpy(bytes.data(), made.internal, bytes.size());
+      return bytes;
+    });
+    ncclUniqueId nccl_id;
+    std::memcpy(nccl_id.internal, id.data(), id.size());
+
+    const gpu::DeviceGuard guard(device_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // return at once; we poll, so that the wait has a deadline
+    const auto deadline = Clock::now() + options.connect_timeout;
+    const std::string call = "creating the NCCL communicator on cuda:" + std::to_string(device_);
+    ncclResult_t rc = ncclCommInitRankConfig(&comm_, size(), nccl_id, rank(), &config);
+    rc = settle(rc, deadline);
+    if (rc == ncclInProgress) {
+      abort_communicator(call + " timed out");
+      throw TimeoutError(call + " on rank " + std::to_string(rank()) + " did not finish within " +
+                         seconds(options.connect_timeout) +
+                         ": some rank never joined NCCL's bootstrap (it failed before, or cannot "
+                         "reach rank 0's machine). Check NCCL_SOCKET_IFNAME and firewalls; "
+                         "NCCL_DEBUG=INFO shows NCCL's view");
+    }
+    if (rc != ncclSuccess) {
+      abort_communicator(call + " failed");
+      throw Error(call + " failed on rank " + std::to_string(rank()) + ": " + nccl_text(rc) + "; " +
+                  nccl_hint(rc));
+    }
+    // NCCL connects its rings lazily; one barrier now makes "init returned" mean "every rank can
+    // talk", as with Gloo. It is not counted among the program's collectives.
+    enqueue_and_wait("NCCL's connection check", deadline, [&] {
+      return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_);
+    });
+  }
+
+  ~ProcessGroupNCCL() override {
+    int previous = 0;
+    const bool have_device = cudaGetDevice(&previous) == cudaSuccess;
+    if (have_device) cudaSetDevice(device_);
+    if (comm_ != nullptr) {
+      // Finalize waits for the other ranks to be done with us, so it too gets a deadline; past
+      // it, abort frees everything locally.
+      ncclResult_t rc = settle(ncclCommFinalize(comm_), Clock::now() + timeout_);
+      if (rc == ncclSuccess) {
+        ncclCommDestroy(comm_);
+      } else {
+        ncclCommAbort(comm_);
+      }
+      comm_ = nullptr;
+    }
+    if (barrier_word_ != nullptr) cudaFree(barrier_word_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
+    if (inputs_ready_ != nullptr) cudaEventDestroy(inputs_ready_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    cudaGetLastError();
+    if (have_device) cudaSetDevice(previous);
+  }
+
+  std::string backend() const override { return "nccl"; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  void all_reduce(Tensor& tensor, ReduceOp op) override {
+    check_op_fits(op, tensor.dtype());
+    const ncclRedOp_t nccl_reduction = nccl_op(op);
+    check_device(tensor, "all_reduce");
+    if (tensor.numel() == 0) return barrier_as("all_reduce", describe(tensor, op));
+    run("all_reduce", describe(tensor, op), [&] {
+      return ncclAllReduce(tensor.data(), tensor.data(), count(tensor), nccl_type(tensor.dtype()),
+                           nccl_reduction, comm_, stream_);
+    });
+  }
+
+  void broadcast(Tensor& tensor, int src) override {
+    check_rank(src, size(), "src");
+    check_device(tensor, "broadcast");
+    const std::string what = describe(tensor) + ", src " + std::to_string(src);
+    if (tensor.numel() == 0) return barrier_as("broadcast", what);
+    run("broadcast", what, [&] {
+      return ncclBroadcast(tensor.data(), tensor.data(), count(tensor), nccl_type(tensor.dtype()),
+                           src, comm_, stream_);
+    });
+  }
+
+  void barrier() override { barrier_as("barrier", ""); }
+
+  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    check_device(input, "all_gather");
+    if (input.numel() == 0) {
+      barrier_as("all_gather", describe(input));
+    } else {
+      Tensor flat(input.numel() * size(), input.dtype(), input.device());
+      run("all_gather", describe(input), [&] {
+        return ncclAllGather(input.data(), flat.data(), count(input), nccl_type(input.dtype()),
+                             comm_, stream_);
+      });
+      return split(flat, input.numel(), outputs);
+    }
+    outputs.assign(static_cast<std::size_t>(size()), Tensor(0, input.dtype(), input.device()));
+  }
+
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    check_op_fits(op, output.dtype());
+    const ncclRedOp_t nccl_reduction = nccl_op(op);
+    check_device(output, "reduce_scatter");
+    DIST_CHECK(static_cast<int>(inputs.size()) == size(),
+               "reduce_scatter needs one input tensor per rank (inputs.size() == world_size)");
+    Tensor flat(output.numel() * size(), output.dtype(), output.device());
+    for (int r = 0; r < size(); ++r) {
+      const Tensor& in = inputs[static_cast<std::size_t>(r)];
+      DIST_CHECK(in.numel() == output.numel() && in.dtype() == output.dtype(),
+                 "every reduce_scatter input must have the output's size and dtype");
+      flat.assign_slice(r * output.numel(), in);
+    }
+    if (output.numel() == 0) return barrier_as("reduce_scatter", describe(output, op));
+    run("reduce_scatter", describe(output, op), [&] {
+      return ncclReduceScatter(flat.data(), output.data(), count(output), nccl_type(output.dtype()),
+                               nccl_reduction, comm_, stream_);
+    });
+  }
+
+  // NCCL has no gather or scatter: like torch, we build them from sends and receives in one
+  // group call, which NCCL runs as a single operation.
+  void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
+    check_rank(dst, size(), "dst");
+    check_device(input, "gather");
+    const bool root = rank() == dst;
+    DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
+    const std::string what = describe(input) + ", dst " + std::to_string(dst);
+    Tensor flat(root ? input.numel() * size() : 0, input.dtype(), input.device());
+    if (input.numel() == 0) {
+      barrier_as("gather", what);
+    } else {
+      run("gather", what, [&] {
+        return grouped([&]() -> ncclResult_t {
+          if (!root) {
+            return ncclSend(input.data(), count(input), nccl_type(input.dtype()), dst, comm_,
+                            stream_);
+          }
+          for (int r = 0; r < size(); ++r) {
+            if (r == rank()) continue;
+            const ncclResult_t rc = ncclRecv(slot(flat, r, input.numel()), count(input),
+                                             nccl_type(input.dtype()), r, comm_, stream_);
+            if (rc != ncclSuccess) return rc;
+          }
+          return ncclSuccess;
+        });
+      });
+      if (root) flat.assign_slice(rank() * input.numel(), input);
+    }
+    if (root) split(flat, input.numel(), *outputs);
+  }
+
+  void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
+    check_rank(src, size(), "src");
+    check_device(output, "scatter");
+    const bool root = rank() == src;
+    if (root) {
+      DIST_CHECK(inputs != nullptr && static_cast<int>(inputs->size()) == size(),
+                 "scatter needs one input tensor per rank on the source rank");
+      for (const Tensor& t : *inputs) {
+        DIST_CHECK(t.numel() == output.numel() && t.dtype() == output.dtype(),
+                   "every scatter input must have the output's size and dtype");
+        check_device(t, "scatter");
+      }
+    }
+    const std::string what = describe(output) + ", src " + std::to_string(src);
+    if (output.numel() == 0) return barrier_as("scatter", what);
+    run("scatter", what, [&] {
+      return grouped([&]() -> ncclResult_t {
+        if (!root) {
+          return ncclRecv(output.data(), count(output), nccl_type(output.dtype()), src, comm_,
+                          stream_);
+        }
+        for (int r = 0; r < size(); ++r) {
+          if (r == rank()) continue;
+          const Tensor& in = (*inputs)[static_cast<std::size_t>(r)];
+          const ncclResult_t rc =
+              ncclSend(in.data(), count(in), nccl_type(in.dtype()), r, comm_, stream_);
+          if (rc != ncclSuccess) return rc;
+        }
+        return ncclSuccess;
+      });
+    });
+    if (root) output.copy_((*inputs)[static_cast<std::size_t>(rank())]);
+  }
+
+  // NCCL matches a send with a receive by order between the two ranks; it has no tags, so the
+  // tag is not sent (torch's NCCL backend ignores it the same way). A send waits for its receive.
+  void send(const Tensor& tensor, int dst, int /*tag*/) override {
+    check_peer(dst, rank(), size(), "dst");
+    check_device(tensor, "send");
+    if (tensor.numel() == 0) return;
+    run(
+        "send", describe(tensor) + " to rank " + std::to_string(dst),
+        [&] {
+          return grouped([&] {
+            return ncclSend(tensor.data(), count(tensor), nccl_type(tensor.dtype()), dst, comm_,
+                            stream_);
+          });
+        },
+        /*collective=*/false);
+  }
+
+  void recv(Tensor& tensor, int src, int /*tag*/) override {
+    check_peer(src, rank(), size(), "src");
+    check_device(tensor, "recv");
+    if (tensor.numel() == 0) return;
+    run(
+        "recv", describe(tensor) + " from rank " + std::to_string(src),
+        [&] {
+          return grouped([&] {
+            return ncclRecv(tensor.data(), count(tensor), nccl_type(tensor.dtype()), src, comm_,
+                            stream_);
+          });
+        },
+        /*collective=*/false);
+  }
+
+ private:
+  static std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+  static void* slot(Tensor& flat, int r, std::int64_t n) {
+    return static_cast<std::byte*>(flat.data()) +
+           r * n * static_cast<std::int64_t>(flat.element_size());
+  }
+
+  // NCCL's group call: the calls inside are launched together at ncclGroupEnd, which is what
+  // lets a rank send and receive at once without deadlocking. The group is always closed.
+  template <typename Calls>
+  static ncclResult_t grouped(Calls&& calls) {
+    ncclResult_t rc = ncclGroupStart();
+    if (rc != ncclSuccess) return rc;
+    rc = calls();
+    const ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+  }
+
+  // NCCL has no barrier: like torch, all-reduce one number and wait for it.
+  void barrier_as(const char* name, const std::string& what) {
+    run(name, what, [&] {
+      return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_);
+    });
+  }
+
+  void check_device(const Tensor& t, const char* call) const {
+    if (t.device() == Device::cuda(device_)) return;
+    throw ConfigError(std::string(call) + " with backend nccl needs tensors on this rank's GPU, " +
+                      Device::cuda(device_).str() + ", but this one is on " + t.device().str() +
+                      ": create it there (dist::arange(n, dtype, dist::Device::cuda(local_rank))) "
+                      "or move it with .to(dist::Device::cuda(local_rank))");
+  }
+
+  // In non-blocking mode NCCL may answer ncclInProgress: the call goes on in the background and
+  // the communicator's state says when it is done. Waits for that, up to the deadline; returns
+  // the final result, or ncclInProgress if the deadline came first.
+  ncclResult_t settle(ncclResult_t rc, Clock::time_point deadline) const {
+    for (Backoff backoff; rc == ncclInProgress; backoff.pause()) {
+      if (Clock::now() >= deadline) return ncclInProgress;
+      if (const ncclResult_t query = ncclCommGetAsyncError(comm_, &rc); query != ncclSuccess) {
+        return query;
+      }
+    }
+    return rc;
+  }
+
+  // Runs one call against the group's timeout, numbered like Gloo's so that messages agree.
+  template <typename Enqueue>
+  void run(const char* name, const std::string& what, Enqueue&& enqueue, bool collective = true) {
+    const std::uint64_t seq = collective ? ++sequence_ : sequence_;
+    const std::string call = std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
+                             (what.empty() ? "" : " (" + what + ")");
+    enqueue_and_wait(call, Clock::now() + timeout_, std::forward<Enqueue>(enqueue));
+  }
+
+  template <typename Enqueue>
+  void enqueue_and_wait(const std::string& call, Clock::time_point deadline, Enqueue&& enqueue) {
+    if (comm_ == nullptr) {
+      throw Error(call + " cannot run on rank " + std::to_string(rank()) +
+                  ": this group's NCCL communicator was aborted after an earlier failure (" +
+                  abort_reason_ + "). Destroy the process group and initialise a new one to go on");
+    }
+    const gpu::DeviceGuard guard(device_);
+    // The data may still be in the making on the default stream (the program's kernels): our
+    // stream waits for that work first.
+    check_cuda(cudaEventRecord(inputs_ready_, cudaStreamLegacy), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream_, inputs_ready_, 0), "cudaStreamWaitEvent");
+    const ncclResult_t rc = settle(enqueue(), deadline);
+    if (rc == ncclSuccess) {
+      check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
+      return watch(call, deadline);
+    }
+    if (rc == ncclInProgress) timed_out(call);
+    fail(call, rc);
+  }
+
+  // The watchdog: polls the operation until it has finished, a peer or NCCL reports an error,
+  // or the deadline passes.
+  void watch(const std::string& call, Clock::time_point deadline) {
+    for (Backoff backoff;; backoff.pause()) {
+      const cudaError_t state = cudaEventQuery(done_);
+      if (state == cudaSuccess) return;
+      if (state != cudaErrorNotReady) {
+        cudaGetLastError();
+        abort_communicator(call + " failed on the GPU");
+        throw Error(call + " failed on rank " + std::to_string(rank()) + " (" +
+                    Device::cuda(device_).str() + "): " + cudaGetErrorString(state) +
+                    ". Check `nvidia-smi`; a kernel of the program may have failed before it");
+      }
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) fail(call, async);
+      if (Clock::now() >= deadline) timed_out(call);
+    }
+  }
+
+  [[noreturn]] void timed_out(const std::string& call) {
+    abort_communicator(call + " timed out");
+    throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
+                       std::to_string(rank()) +
+                       ": not every rank reached this call. Every rank must make the same "
+                       "collective calls in the same order; check for a rank that skipped it, "
+                       "exited, or is stuck. The NCCL communicator was aborted");
+  }
+
+  [[noreturn]] void fail(const std::string& call, ncclResult_t rc) {
+    const std::string text = nccl_text(rc);
+    abort_communicator(call + " failed");
+    throw Error(call + " failed on rank " + std::to_string(rank()) + ": " + text + "; " +
+                nccl_hint(rc) + ". The NCCL communicator was aborted");
+  }
+
+  // ncclCommAbort makes NCCL's kernels that wait for peers give up, and frees the communicator.
+  void abort_communicator(const std::string& reason) {
+    if (comm_ == nullptr) return;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    abort_reason_ = reason;
+  }
+
+  void split(const Tensor& flat, std::int64_t n, std::vector<Tensor>& outputs) const {
+    outputs.resize(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) outputs[static_cast<std::size_t>(r)] = flat.slice(r * n, n);
+  }
+
+  int device_;
+  std::chrono::milliseconds timeout_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t inputs_ready_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  float* barrier_word_ = nullptr;
+  std::uint64_t sequence_ = 0;
+  std::string abort_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_nccl_group(int rank, int size, Store& store,
+                                              const NcclOptions& options) {
+  auto group = std::make_unique<ProcessGroupNCCL>(rank, size, options);
+  group->connect(store, options);
+  return group;
+}
+
+}  // namespace dist::backends

@@ -1,0 +1,27 @@
+// The NCCL backend's factory (internal). init.cpp calls it once the ranks have met in the store
+// and agreed on NCCL; only the cuda preset builds the real one (nccl.cpp). Without it,
+// nccl_unavailable.cpp explains how to get it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "dist/process_group.h"
+#include "dist/store.h"
+
+namespace dist::backends {
+
+struct NcclOptions {
+  int device = 0;                               // the GPU this rank drives: its LOCAL_RANK
+  std::chrono::milliseconds timeout{};          // for every collective; the watchdog's limit
+  std::chrono::milliseconds connect_timeout{};  // for creating the communicator
+  std::uint64_t communicator = 0;               // which unique-id key of the group to use
+};
+
+// Creates this rank's NCCL communicator on GPU `options.device`, with the unique id shared
+// through `store`, and returns the group once every rank is connected.
+std::unique_ptr<ProcessGroup> make_nccl_group(int rank, int size, Store& store,
+                                              const NcclOptions& options);
+
+}  // namespace dist::backends

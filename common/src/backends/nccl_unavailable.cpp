@@ -1,0 +1,13 @@
+// The NCCL backend in a build without the GPU path (every preset but cuda). init.cpp refuses
+// backend nccl before it gets here; this keeps the message right for any other caller.
+#include "backends/choice.h"
+#include "backends/nccl.h"
+#include "dist/check.h"
+
+namespace dist::backends {
+
+std::unique_ptr<ProcessGroup> make_nccl_group(int rank, int, Store&, const NcclOptions& options) {
+  throw ConfigError(nccl_refusal(rank, options.device, no_gpu_reason(gpu::census())));
+}
+
+}  // namespace dist::backends

@@ -1,0 +1,42 @@
+// Sharing an NCCL unique id through the store (see unique_id.h).
+#include "backends/unique_id.h"
+
+#include <algorithm>
+
+#include "backends/common.h"
+#include "dist/check.h"
+
+namespace dist::backends {
+
+std::string unique_id_key(std::uint64_t index) {
+  return "nccl/unique_id/" + std::to_string(index);
+}
+
+NcclUniqueId share_unique_id(Store& store, int rank, const std::string& key,
+                             const std::function<NcclUniqueId()>& make) {
+  if (rank == 0) {
+    const NcclUniqueId id = make();
+    store.set(key, std::string(id.begin(), id.end()));
+    return id;
+  }
+  std::string value;
+  try {
+    value = store.get(key);
+  } catch (const TimeoutError&) {
+    throw TimeoutError("rank " + std::to_string(rank) + " waited " + seconds(store.timeout()) +
+                       " for rank 0 to publish the NCCL unique id (store key \"" + key +
+                       "\") and it never did: rank 0 failed or is stuck before creating its "
+                       "NCCL communicator; look for its error above");
+  }
+  if (value.size() != kNcclUniqueIdBytes) {
+    throw Error("the NCCL unique id under store key \"" + key + "\" has " +
+                std::to_string(value.size()) + " bytes instead of " +
+                std::to_string(kNcclUniqueIdBytes) +
+                ": another program wrote that key; use a rendezvous address of your own");
+  }
+  NcclUniqueId id{};
+  std::copy(value.begin(), value.end(), id.begin());
+  return id;
+}
+
+}  // namespace dist::backends

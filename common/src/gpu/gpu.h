@@ -1,0 +1,38 @@
+// The few CUDA runtime services the library needs (internal), behind plain functions so that the
+// rest of the library compiles without CUDA headers. Two implementations, chosen by CMake:
+// cuda_runtime.cpp (the cuda preset) and no_cuda.cpp (every other preset), whose functions
+// explain how to build the GPU path instead of doing anything.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace dist::gpu {
+
+// What this process can see, taken once and cached: the answers cannot change while it runs
+// (CUDA_VISIBLE_DEVICES is read when CUDA starts).
+struct Census {
+  bool built_with_cuda = false;
+  bool driver_loaded = false;  // /proc/driver/nvidia exists: the kernel module is loaded
+  int runtime_error = 0;       // cudaGetDeviceCount's error code; 0 when it succeeded
+  std::string runtime_error_text;
+  int device_count = 0;
+};
+const Census& census();
+
+// cudaGetDeviceCount's answers that mean "nothing to use here" (checked against cuda_runtime_api.h
+// in cuda_runtime.cpp), named so that code without CUDA headers can explain them.
+inline constexpr int kCudaErrorInsufficientDriver = 35;
+inline constexpr int kCudaErrorNoDevice = 100;
+
+// Device memory. allocate() returns zero-filled memory on GPU `device` (nullptr for 0 bytes);
+// release() never throws. Both keep the calling thread's current device unchanged.
+void* allocate(std::size_t bytes, int device);
+void release(void* ptr, int device) noexcept;
+
+// Copies `bytes` between host memory and GPU memory (either way, or GPU to GPU; `device` is the
+// GPU involved, the destination's if both are) and returns only when the copy has finished:
+// after it, any CUDA stream (NCCL's included) sees the data.
+void copy(void* dst, const void* src, std::size_t bytes, int device);
+
+}  // namespace dist::gpu

@@ -1,0 +1,36 @@
+// dist::gpu without CUDA (every preset but cuda). See gpu.h. There is no GPU to report, and
+// asking for GPU memory is a configuration error that says how to build the GPU path.
+#include <string>
+
+#include "dist/check.h"
+#include "gpu/gpu.h"
+
+namespace dist::gpu {
+namespace {
+
+[[noreturn]] void no_gpu_path(const std::string& what) {
+  throw ConfigError(what + " needs the GPU path, which this build does not have (it was made " +
+                    "with a CPU-only preset): build with `cmake --workflow --preset cuda` on a " +
+                    "machine with the CUDA toolkit, or keep tensors on the CPU");
+}
+
+}  // namespace
+
+const Census& census() {
+  static const Census none{};  // built_with_cuda = false, no devices
+  return none;
+}
+
+void* allocate(std::size_t bytes, int device) {
+  if (bytes == 0) return nullptr;
+  no_gpu_path("a tensor on cuda:" + std::to_string(device));
+}
+
+void release(void*, int) noexcept {}
+
+void copy(void*, const void*, std::size_t bytes, int device) {
+  if (bytes == 0) return;
+  no_gpu_path("copying to or from cuda:" + std::to_string(device));
+}
+
+}  // namespace dist::gpu
