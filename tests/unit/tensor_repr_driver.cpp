@@ -1,6 +1,8 @@
-// The C++ half of tensor_repr_parity.py: reads "dtype v1 v2 ..." lines from stdin (dtype one of
-// float32 float64 int32 int64; values as Python's repr writes them, "nan"/"inf"/"-inf" allowed),
-// and prints each tensor's repr() followed by a line "---". Values are parsed straight into the
+// The C++ half of tensor_repr_parity.py: reads "dtype[@device] v1 v2 ..." lines from stdin (dtype
+// one of float32 float64 int32 int64; device as torch spells it, e.g. cuda:0; values as Python's
+// repr writes them, "nan"/"inf"/"-inf" allowed), and prints each tensor's repr() followed by a
+// line "---". A device is printed as if the tensor lived there (repr_as_if_on), so the device
+// suffix is checked on machines without a GPU. Values are parsed straight into the
 // element type, so int64 beyond 2^53 and every float32 survive the text round trip exactly.
 #include <charconv>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "dist/tensor.h"
+#include "tensor_repr.h"
 
 namespace {
 
@@ -32,10 +35,7 @@ dist::Tensor parse_tensor(std::istringstream& tokens) {
   return dist::Tensor::from(values);
 }
 
-dist::Tensor parse_line(const std::string& line) {
-  std::istringstream tokens(line);
-  std::string dtype;
-  tokens >> dtype;
+dist::Tensor parse_values(const std::string& dtype, std::istringstream& tokens) {
   if (dtype == "float32") return parse_tensor<float>(tokens);
   if (dtype == "float64") return parse_tensor<double>(tokens);
   if (dtype == "int32") return parse_tensor<std::int32_t>(tokens);
@@ -44,12 +44,22 @@ dist::Tensor parse_line(const std::string& line) {
                           "'; expected float32, float64, int32 or int64");
 }
 
+std::string repr_of_line(const std::string& line) {
+  std::istringstream tokens(line);
+  std::string head;
+  tokens >> head;
+  const auto at = head.find('@');
+  const dist::Tensor values = parse_values(head.substr(0, at), tokens);
+  if (at == std::string::npos) return values.repr();
+  return dist::repr_as_if_on(values, dist::Device::parse(head.substr(at + 1)));
+}
+
 }  // namespace
 
 int main() {
   return dist::run_main([] {
     for (std::string line; std::getline(std::cin, line);) {
-      std::cout << parse_line(line).repr() << "\n---\n";
+      std::cout << repr_of_line(line) << "\n---\n";
     }
     return 0;
   });

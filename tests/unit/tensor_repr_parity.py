@@ -8,6 +8,11 @@ that lines wrap and tensors over 1000 elements get summarized; int-like, fractio
 mixed values with zeros, -0.0, nan and inf sprinkled in), feeds them to the C++ driver
 (tests/unit/tensor_repr_driver.cpp) and compares its output with repr() of the same tensor built
 by torch. Prints the first mismatches and exits 1 on any; exits 0 when all match.
+
+Some cases are printed as if the tensor lived on a GPU ("device='cuda:0'"). torch cannot make a
+GPU tensor without a GPU, so for those the expected text is built from torch's own pieces: its
+_tensor_str for the values and its _add_suffixes for the suffixes, in the order its _str_intern
+appends them (device, then dtype).
 """
 
 import random
@@ -144,8 +149,46 @@ def random_cases(rng):
     return cases
 
 
+# (dtype, values, device) cases whose device suffix (alone or with a dtype suffix) must wrap the
+# way torch wraps it.
+DEVICE_CASES = [
+    ("int64", [4, 6], "cuda:0"),
+    ("float32", [1.5, 2.0], "cuda:1"),
+    ("int32", [1, 2], "cuda:0"),
+    ("float64", [], "cuda:0"),
+    ("int64", [], "cuda:0"),
+    ("float32", [], "cuda:0"),
+    ("int32", [10] * 13, "cuda:0"),  # the device suffix fits, the dtype one does not
+    ("int32", [10] * 10, "cuda:0"),  # both fit
+    ("int64", [1] * 20, "cuda:0"),  # the device suffix goes on its own line
+    ("float64", [0.5] * 9, "cuda:12"),
+    ("int32", [12345] * 9, "cuda:0"),  # the last line is short again: both suffixes fit on it
+    ("int64", list(range(2000)), "cuda:3"),
+]
+
+
+def torch_repr_on_device(values, dtype, device):
+    """repr() of torch.tensor(values, dtype=dtype) if it lived on `device` (a cuda device)."""
+    import torch._tensor_str as tensor_str  # pylint: disable=import-outside-toplevel
+
+    tensor = torch.tensor(values, dtype=dtype)
+    suffixes = [f"device='{device}'"]
+    if tensor.numel() == 0:
+        body = "[]"
+        if dtype != torch.get_default_dtype():
+            suffixes.append(f"dtype={dtype}")
+    else:
+        body = tensor_str._tensor_str(tensor, len("tensor("))
+        if dtype not in (torch.get_default_dtype(), torch.int64):
+            suffixes.append(f"dtype={dtype}")
+    return tensor_str._add_suffixes("tensor(" + body, suffixes, len("tensor("), False)
+
+
 def run_driver(driver, cases):
-    text = "".join(dtype + "".join(" " + repr(v) for v in values) + "\n" for dtype, values in cases)
+    text = "".join(
+        dtype + (f"@{device}" if device else "") + "".join(" " + repr(v) for v in values) + "\n"
+        for dtype, values, device in cases
+    )
     result = subprocess.run([driver], input=text, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         sys.exit(f"{driver} exited with {result.returncode}:\n{result.stderr}")
@@ -158,17 +201,21 @@ def run_driver(driver, cases):
 def main():
     if len(sys.argv) != 2:
         sys.exit(f"usage: {sys.argv[0]} path/to/tensor_repr_driver")
-    cases = HAND_PICKED + random_cases(random.Random(SEED))
+    cases = [(d, v, None) for d, v in HAND_PICKED + random_cases(random.Random(SEED))]
+    cases += DEVICE_CASES
     got = run_driver(sys.argv[1], cases)
     mismatches = 0
-    for (dtype, values), ours in zip(cases, got):
-        expected = repr(torch.tensor(values, dtype=DTYPES[dtype]))
+    for (dtype, values, device), ours in zip(cases, got):
+        if device:
+            expected = torch_repr_on_device(values, DTYPES[dtype], device)
+        else:
+            expected = repr(torch.tensor(values, dtype=DTYPES[dtype]))
         if ours == expected:
             continue
         mismatches += 1
         if mismatches <= MAX_MISMATCHES_SHOWN:
             shown = " ".join(repr(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
-            print(f"MISMATCH {dtype} ({len(values)} values): {shown}")
+            print(f"MISMATCH {dtype} on {device or 'cpu'} ({len(values)} values): {shown}")
             print(f"torch:\n{expected}\ndist::Tensor:\n{ours}\n")
     if mismatches:
         print(f"{mismatches} of {len(cases)} cases differ from torch")

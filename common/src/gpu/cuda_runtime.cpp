@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backends/choice.h"
 #include "dist/check.h"
 #include "gpu/device_guard.h"
 #include "gpu/gpu.h"
@@ -59,6 +60,14 @@ DeviceGuard::~DeviceGuard() {
 
 void* allocate(std::size_t bytes, int device) {
   if (bytes == 0) return nullptr;
+  if (const Census& c = census(); device >= c.device_count) {
+    throw ConfigError(c.device_count == 0
+                          ? "a tensor on cuda:" + std::to_string(device) + " needs a GPU, but " +
+                                backends::no_gpu_reason(c)
+                          : "cuda:" + std::to_string(device) + " does not exist: this process " +
+                                "sees " + std::to_string(c.device_count) +
+                                " GPU(s), cuda:0 to cuda:" + std::to_string(c.device_count - 1));
+  }
   const DeviceGuard guard(device);
   void* ptr = nullptr;
   check_cuda(cudaMalloc(&ptr, bytes),
