@@ -243,6 +243,10 @@ void meet(Store& store, const Resolved& r, Clock::time_point deadline) {
     conflict("rank " + me + " has world_size " + world + " but an earlier rank said " + agreed +
              ": every rank must use the same WORLD_SIZE");
   }
+  if (const std::string agreed = store.compare_set("backend", "", r.backend); agreed != r.backend) {
+    conflict("rank " + me + " asked for backend " + r.backend + " but an earlier rank asked for " +
+             agreed + ": every rank must use the same backend (--backend)");
+  }
   // A rank that cannot run the backend asked for stops every rank, not just itself.
   if (r.backend == "nccl" && !r.nccl_problem.empty()) {
     conflict(backends::nccl_refusal(r.rank, r.local_rank, r.nccl_problem));
@@ -430,7 +434,8 @@ void init_process_group(const InitOptions& options) {
     // (the "conflict" key) before its process, and the store with it, goes away.
     if (auto* tcp = dynamic_cast<TCPStore*>(group->base.get())) {
       tcp->wait_for_clients_to_leave(
-          Clock::now() + std::min<Clock::duration>(options.timeout, std::chrono::seconds(3)));
+          Clock::now() + std::min<Clock::duration>(options.timeout, std::chrono::seconds(3)),
+          r.world_size);
     }
     throw;
   }

@@ -103,8 +103,10 @@ class TCPStore : public Store {
   const std::string& host() const { return options_.host; }
 
   // Server only: waits until every other client has disconnected, or until `deadline`. Rank 0
-  // calls this before tearing the server down, so ranks still finishing are not cut off.
-  void wait_for_clients_to_leave(std::chrono::steady_clock::time_point deadline);
+  // calls this before tearing the server down, so ranks still finishing are not cut off. With
+  // `at_least`, it also waits until that many clients (its own included) have ever joined: a
+  // rank 0 that fails during init stays until the others have come to read why.
+  void wait_for_clients_to_leave(std::chrono::steady_clock::time_point deadline, int at_least = 0);
 
  private:
   class Server;

@@ -85,9 +85,10 @@ class TCPStore::Server {
 
   int port() const { return port_; }
 
-  void wait_for_clients_to_leave(Deadline deadline) {
+  void wait_for_clients_to_leave(Deadline deadline, int at_least) {
     std::unique_lock lock(mu_);
-    cv_.wait_until(lock, deadline, [this] { return joined_clients_ == 0; });
+    cv_.wait_until(lock, deadline,
+                   [&] { return joined_clients_ == 0 && ever_joined_ >= at_least; });
   }
 
  private:
@@ -255,6 +256,7 @@ class TCPStore::Server {
     {
       std::lock_guard lock(mu_);
       ++joined_clients_;
+      ++ever_joined_;
     }
     c.out += reply(Status::kOk);
     return true;
@@ -382,6 +384,7 @@ class TCPStore::Server {
   std::mutex mu_;
   std::condition_variable cv_;
   int joined_clients_ = 0;
+  int ever_joined_ = 0;  // every client that joined since the server started, ours included
   Deadline accept_paused_until_{};
   std::thread thread_;
 };
@@ -537,9 +540,10 @@ int TCPStore::port() const {
   return server_ ? server_->port() : options_.port;
 }
 
-void TCPStore::wait_for_clients_to_leave(std::chrono::steady_clock::time_point deadline) {
+void TCPStore::wait_for_clients_to_leave(std::chrono::steady_clock::time_point deadline,
+                                         int at_least) {
   client_.reset();  // our own connection counts as a client too
-  if (server_) server_->wait_for_clients_to_leave(deadline);
+  if (server_) server_->wait_for_clients_to_leave(deadline, at_least);
 }
 
 namespace {
