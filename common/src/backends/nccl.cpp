@@ -129,18 +129,21 @@ void check_cuda(cudaError_t rc, const std::string& what) {
 class ProcessGroupNCCL : public ProcessGroup {
  public:
   ProcessGroupNCCL(int rank, int size, const NcclOptions& options)
-      : ProcessGroup(rank, size), device_(options.device), timeout_(options.timeout) {
-    const gpu::DeviceGuard guard(device_);
-    // Our own stream, which does not wait for the default stream by itself: run() orders it
-    // after the default stream explicitly, with an event, for every operation.
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_cuda(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaMalloc(&barrier_word_, sizeof(float)), "allocating the barrier's buffer");
-  }
+      : ProcessGroup(rank, size), device_(options.device), timeout_(options.timeout) {}
 
-  // Connects the communicator; a separate step so that the destructor cleans up after a failure.
+  // Makes the CUDA resources and connects the communicator: a step apart from the constructor,
+  // so that the destructor cleans up whatever was made before a failure.
   void connect(Store& store, const NcclOptions& options) {
+    {
+      const gpu::DeviceGuard guard(device_);
+      // Our own stream, which does not wait for the default stream by itself: run() orders it
+      // after the default stream explicitly, with an event, for every operation.
+      check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      check_cuda(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming),
+                 "cudaEventCreate");
+      check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+      check_cuda(cudaMalloc(&barrier_word_, sizeof(float)), "allocating the barrier's buffer");
+    }
     const NcclUniqueId id = share_unique_id(store, rank(), unique_id_key(options.communicator), [] {
       ncclUniqueId made;
       const ncclResult_t rc = ncclGetUniqueId(&made);

@@ -1,0 +1,295 @@
+// The GPU path on a real GPU: tensors on cuda:0 and back, every collective of the NCCL backend
+// (world size 1, the most one GPU allows: NCCL refuses two ranks on one GPU), Gloo with GPU
+// tensors, `auto` picking NCCL, and the watchdog aborting a collective that outlives its timeout.
+//
+// Without a usable GPU the whole binary exits 77, which CTest reports as skipped. It is one
+// CTest test (not one per TEST) for that reason: discovering the tests would need a GPU too.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dist/dist.h"
+#include "ranks.h"
+#include "spin_kernel.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dist::Device;
+using dist::ReduceOp;
+using dist::Tensor;
+using Clock = std::chrono::steady_clock;
+
+const Device kGpu = Device::cuda(0);
+const std::vector<dist::DType> kDtypes = {dist::kFloat32, dist::kFloat64, dist::kInt32,
+                                          dist::kInt64};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// 1, -2, 3, -4, ...: signs and magnitudes that a wrong copy or a wrong dtype would garble.
+Tensor pattern(std::int64_t n, dist::DType dtype, Device device = {}) {
+  Tensor t(n, dtype);
+  for (std::int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>((i % 2 ? -1 : 1) * (i + 1)));
+  return t.to(device);
+}
+
+// ---- Tensors on the GPU ------------------------------------------------------------------------
+
+TEST(GpuTensor, RoundTripsEveryDtypeExactly) {
+  for (dist::DType dtype : kDtypes) {
+    for (std::int64_t n : {1, 7, 1 << 20}) {
+      const Tensor host = pattern(n, dtype);
+      const Tensor gpu = host.cuda();
+      EXPECT_EQ(gpu.device(), kGpu);
+      EXPECT_EQ(gpu.dtype(), dtype);
+      EXPECT_TRUE(gpu.cpu().equal(host)) << dist::dtype_name(dtype) << " n=" << n;
+      EXPECT_DOUBLE_EQ(gpu.item(n - 1), host.item(n - 1));
+    }
+  }
+  EXPECT_EQ(pattern(3, dist::kInt32, kGpu).to_vector<std::int32_t>(),
+            (std::vector<std::int32_t>{1, -2, 3}));
+}
+
+TEST(GpuTensor, CopiesAreIndependentAndStayOnTheGpu) {
+  const Tensor a = pattern(5, dist::kFloat32, kGpu);
+  Tensor b = a;  // a device-to-device copy
+  b.set(0, 100);
+  b.fill_(0);
+  b.set(4, 9);
+  EXPECT_EQ(b.device(), kGpu);
+  EXPECT_TRUE(a.cpu().equal(pattern(5, dist::kFloat32)));
+  EXPECT_TRUE(b.cpu().equal(Tensor::from<float>({0, 0, 0, 0, 9})));
+}
+
+TEST(GpuTensor, SlicesAndCopiesBetweenDevices) {
+  Tensor big = dist::zeros(6, dist::kInt64, kGpu);
+  big.assign_slice(2, Tensor::from<std::int64_t>({7, 8}));  // host values into a GPU tensor
+  EXPECT_TRUE(big.cpu().equal(Tensor::from<std::int64_t>({0, 0, 7, 8, 0, 0})));
+  const Tensor mid = big.slice(2, 3);
+  EXPECT_EQ(mid.device(), kGpu);
+  EXPECT_TRUE(mid.cpu().equal(Tensor::from<std::int64_t>({7, 8, 0})));
+  Tensor host(3, dist::kFloat64);
+  host.copy_(mid);  // converts the dtype, keeps the destination's device
+  EXPECT_EQ(host.device(), Device::cpu());
+  EXPECT_TRUE(host.equal(Tensor::from<double>({7, 8, 0})));
+}
+
+TEST(GpuTensor, ArithmeticGivesWhatTheCpuGives) {
+  const Tensor a = pattern(9, dist::kInt32), b = pattern(9, dist::kFloat32) * 0.5;
+  const Tensor ga = a.cuda(), gb = b.cuda();
+  EXPECT_TRUE((ga + gb).cpu().equal(a + b));
+  EXPECT_TRUE((ga * 3 - 1).cpu().equal(a * 3 - 1));
+  EXPECT_TRUE((ga / 2).cpu().equal(a / 2));
+  EXPECT_EQ((ga / 2).device(), kGpu);
+  Tensor g = ga;
+  g += 5;
+  EXPECT_TRUE(g.cpu().equal(a + 5));
+  EXPECT_TRUE(ga.to(dist::kFloat64).cpu().equal(a.to(dist::kFloat64)));
+  EXPECT_DOUBLE_EQ(gb.sum(), b.sum());
+}
+
+TEST(GpuTensor, PrintsAsTorchDoes) {
+  const Tensor t = dist::arange(2, dist::kInt64, kGpu) + 1 + 2 * 1;  // seed 002, rank 1 of 2
+  EXPECT_EQ(t.repr(), "tensor([3, 4], device='cuda:0')");
+  EXPECT_EQ(pattern(2, dist::kInt32, kGpu).repr(),
+            "tensor([ 1, -2], device='cuda:0', dtype=torch.int32)");
+  EXPECT_EQ(dist::full(2, 1.5, dist::kFloat32, kGpu).repr(),
+            "tensor([1.5000, 1.5000], device='cuda:0')");
+}
+
+TEST(GpuTensor, MixingDevicesAndMissingGpusAreClearErrors) {
+  EXPECT_THROW((void)(dist::arange(2, dist::kInt64, kGpu) + dist::arange(2)), dist::Error);
+  const int beyond = dist::cuda_device_count();
+  try {
+    (void)dist::arange(2, dist::kInt64, Device::cuda(beyond));
+    FAIL() << "expected a ConfigError";
+  } catch (const dist::ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "cuda:" + std::to_string(beyond) + " does not exist"))
+        << e.what();
+  }
+}
+
+// ---- The NCCL backend at world size 1
+// ------------------------------------------------------------
+
+class WorldOfOne : public ::testing::Test {
+ protected:
+  void init(const std::string& backend, std::chrono::milliseconds timeout = 20s) {
+    // Nothing from the machine's launcher may leak in: one rank, on GPU 0.
+    dist::testing::set_env({{"LOCAL_RANK", ""},
+                            {"LOCAL_WORLD_SIZE", ""},
+                            {"OMPI_COMM_WORLD_LOCAL_RANK", ""},
+                            {"OMPI_COMM_WORLD_LOCAL_SIZE", ""},
+                            {"SLURM_LOCALID", ""},
+                            {"SLURM_NTASKS_PER_NODE", ""}});
+    dist::init_process_group(
+        {.backend = backend,
+         .init_method = "tcp://127.0.0.1:" + std::to_string(dist::testing::free_port()),
+         .world_size = 1,
+         .rank = 0,
+         .timeout = timeout});
+  }
+  void TearDown() override {
+    if (dist::is_initialized()) dist::destroy_process_group();
+  }
+};
+
+std::vector<ReduceOp> ops_for(dist::DType dtype) {
+  std::vector<ReduceOp> ops = {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX};
+  if (dist::is_floating_point(dtype)) ops.push_back(ReduceOp::AVG);
+  return ops;
+}
+
+// With one rank every reduction of x is x, every gather is [x] and every scatter of [x] is x:
+// the closed forms. The outputs start as zeros, so a collective that moved nothing fails.
+TEST_F(WorldOfOne, EveryNcclCollectiveMatchesItsClosedForm) {
+  init("nccl");
+  ASSERT_EQ(dist::get_backend(), "nccl");
+  ASSERT_EQ(dist::get_device(), kGpu);
+  for (dist::DType dtype : kDtypes) {
+    for (std::int64_t n : {0, 1, 7, 1 << 22}) {
+      SCOPED_TRACE(std::string(dist::dtype_name(dtype)) + " n=" + std::to_string(n));
+      const Tensor x = pattern(n, dtype, kGpu);
+      const Tensor expected = x.cpu();
+      for (ReduceOp op : ops_for(dtype)) {
+        Tensor t = x;
+        dist::all_reduce(t, op);
+        EXPECT_EQ(t.device(), kGpu);
+        EXPECT_TRUE(t.cpu().equal(expected)) << dist::reduce_op_name(op);
+        Tensor out = dist::zeros(n, dtype, kGpu);
+        dist::reduce_scatter(out, {x}, op);
+        EXPECT_TRUE(out.cpu().equal(expected)) << "reduce_scatter " << dist::reduce_op_name(op);
+      }
+      Tensor b = x;
+      dist::broadcast(b, 0);
+      EXPECT_TRUE(b.cpu().equal(expected));
+
+      std::vector<Tensor> gathered;
+      dist::all_gather(gathered, x);
+      ASSERT_EQ(gathered.size(), 1u);
+      EXPECT_EQ(gathered[0].device(), kGpu);
+      EXPECT_TRUE(gathered[0].cpu().equal(expected));
+
+      std::vector<Tensor> at_root;
+      dist::gather(x, &at_root, 0);
+      ASSERT_EQ(at_root.size(), 1u);
+      EXPECT_TRUE(at_root[0].cpu().equal(expected));
+
+      Tensor scattered = dist::zeros(n, dtype, kGpu);
+      const std::vector<Tensor> parts = {x};
+      dist::scatter(scattered, &parts, 0);
+      EXPECT_TRUE(scattered.cpu().equal(expected));
+    }
+  }
+  dist::barrier();
+}
+
+TEST_F(WorldOfOne, NcclRefusesWhatItCannotDoWithAMessage) {
+  init("nccl");
+  Tensor ints = dist::arange(4, dist::kInt32, kGpu);
+  try {
+    dist::all_reduce(ints, ReduceOp::BXOR);
+    FAIL() << "expected a ConfigError";
+  } catch (const dist::ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "no bitwise reductions")) << e.what();
+  }
+  Tensor on_host = dist::arange(4, dist::kFloat32);
+  try {
+    dist::all_reduce(on_host);
+    FAIL() << "expected a ConfigError";
+  } catch (const dist::ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(),
+                         "needs tensors on this rank's GPU, cuda:0, but this one is on "
+                         "cpu"))
+        << e.what();
+  }
+  EXPECT_THROW(dist::send(ints, 0), dist::ConfigError);  // to itself
+  // The refusals above did not break the group.
+  Tensor t = dist::full(3, 2.0, dist::kFloat64, kGpu);
+  dist::all_reduce(t, ReduceOp::AVG);
+  EXPECT_TRUE(t.cpu().equal(dist::full(3, 2.0, dist::kFloat64)));
+}
+
+TEST_F(WorldOfOne, AutoPicksNcclWhenTheRankHasAGpu) {
+  init("auto");
+  EXPECT_EQ(dist::get_backend(), "nccl");
+  EXPECT_EQ(dist::get_device(), kGpu);
+}
+
+TEST_F(WorldOfOne, DestroyAndInitAgainMakesAFreshCommunicator) {
+  for (int round = 0; round < 3; ++round) {
+    init("nccl");
+    Tensor t = dist::full(4, round, dist::kInt64, kGpu);
+    dist::all_reduce(t);
+    EXPECT_TRUE(t.cpu().equal(dist::full(4, round, dist::kInt64)));
+    dist::destroy_process_group();
+  }
+}
+
+TEST_F(WorldOfOne, GlooMovesGpuTensorsThroughTheHost) {
+  init("gloo");
+  Tensor t = pattern(5, dist::kFloat32, kGpu);
+  dist::all_reduce(t, ReduceOp::MAX);
+  EXPECT_EQ(t.device(), kGpu);
+  EXPECT_TRUE(t.cpu().equal(pattern(5, dist::kFloat32)));
+  std::vector<Tensor> gathered;
+  dist::all_gather(gathered, t);
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_EQ(gathered[0].device(), kGpu);
+  EXPECT_TRUE(gathered[0].cpu().equal(pattern(5, dist::kFloat32)));
+}
+
+// The watchdog. A kernel holds the default stream for 8 s; the collective, which must wait for
+// the program's earlier GPU work, cannot start, and its 3 s timeout passes. The watchdog aborts
+// the communicator and says which call; the group then refuses further calls, and a new group
+// works.
+TEST_F(WorldOfOne, TheWatchdogAbortsACollectiveThatOutlivesItsTimeout) {
+  init("nccl", 3s);
+  Tensor t = dist::full(8, 1.0, dist::kFloat32, kGpu);
+  ASSERT_TRUE(dist::testing::spin_on_default_stream(8s));
+  const auto start = Clock::now();
+  try {
+    dist::all_reduce(t);
+    FAIL() << "expected a TimeoutError";
+  } catch (const dist::TimeoutError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what,
+                         "all_reduce #1 (SUM, torch.float32, 8 elements, cuda:0) timed out "
+                         "after 3 s on rank 0"))
+        << what;
+    EXPECT_TRUE(contains(what, "The NCCL communicator was aborted")) << what;
+  }
+  EXPECT_GE(Clock::now() - start, 3s);
+  EXPECT_LT(Clock::now() - start, 20s);
+  ASSERT_TRUE(dist::testing::wait_for_the_gpu());
+  try {
+    dist::barrier();
+    FAIL() << "expected an error from the aborted group";
+  } catch (const dist::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "was aborted after an earlier failure (all_reduce #1"))
+        << e.what();
+  }
+  dist::destroy_process_group();
+  init("nccl");
+  Tensor again = dist::full(8, 3.0, dist::kFloat32, kGpu);
+  dist::all_reduce(again);
+  EXPECT_TRUE(again.cpu().equal(dist::full(8, 3.0)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (!dist::cuda_is_available()) {
+    std::printf("gpu_test: skipped: %s\n", dist::cuda_unavailable_reason().c_str());
+    return dist::kExitSkipped;
+  }
+  return RUN_ALL_TESTS();
+}
