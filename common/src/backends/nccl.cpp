@@ -1,7 +1,8 @@
 // ProcessGroupNCCL: the collectives of dist/process_group.h on NVIDIA's NCCL (GPU tensors).
 //
 // The shape is torch's ProcessGroupNCCL, cut down to what a reader can follow:
-//   1. the GPU is LOCAL_RANK (one rank, one GPU: NCCL refuses to share one between ranks);
+//   1. the GPU is LOCAL_RANK (one rank, one GPU: NCCL refuses to share one between ranks), and
+//      becomes the current CUDA device of the thread that initialises the group;
 //   2. rank 0 creates the communicator's unique id and the others read it from the store;
 //   3. the communicator is created non-blocking (NCCL connects in the background) and we poll
 //      it against the group's timeout, so a rank that never arrives ends in an error, not a hang;
@@ -134,6 +135,9 @@ class ProcessGroupNCCL : public ProcessGroup {
   // Makes the CUDA resources and connects the communicator: a step apart from the constructor,
   // so that the destructor cleans up whatever was made before a failure.
   void connect(Store& store, const NcclOptions& options) {
+    // This rank's GPU becomes the thread's current device, as torch.cuda.set_device(local_rank)
+    // makes it in a PyTorch program: the program's own kernels then run where NCCL reads.
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
     {
       const gpu::DeviceGuard guard(device_);
       // Our own stream, which does not wait for the default stream by itself: run() orders it
