@@ -23,15 +23,12 @@ using namespace std::chrono_literals;
 using dist::Device;
 using dist::ReduceOp;
 using dist::Tensor;
+using dist::testing::contains;
 using Clock = std::chrono::steady_clock;
 
 const Device kGpu = Device::cuda(0);
 const std::vector<dist::DType> kDtypes = {dist::kFloat32, dist::kFloat64, dist::kInt32,
                                           dist::kInt64};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // 1, -2, 3, -4, ...: signs and magnitudes that a wrong copy or a wrong dtype would garble.
 Tensor pattern(std::int64_t n, dist::DType dtype, Device device = {}) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <vector>
 
 #include "dist/dist.h"
 #include "ranks.h"
@@ -12,14 +14,11 @@
 namespace {
 
 using namespace std::chrono_literals;
+using dist::testing::contains;
 using dist::testing::describe;
 using dist::testing::run_ranks;
 using dist::testing::set_launcher_env;
 using Clock = std::chrono::steady_clock;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 #define SKIP_ON_A_GPU_MACHINE()                                                      \
   if (dist::cuda_is_available()) {                                                   \
@@ -98,6 +97,44 @@ TEST(BackendNames, AnUnknownBackendIsAConfigError) {
   EXPECT_EQ(results[0].exit_code, 2);
   EXPECT_TRUE(contains(results[0].output, "unknown backend \"mpi\": use gloo, nccl or auto"))
       << results[0].output;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(BadArguments, ReduceScatterAndScatterNameTheOddInput) {
+  auto results = run_ranks(1, [&](int) {
+    set_launcher_env(0, 1, dist::testing::free_port());
+    dist::init_process_group({.backend = "gloo"});
+    dist::Tensor out(2, dist::kFloat32);
+    const std::vector<dist::Tensor> two = {dist::zeros(2), dist::zeros(2)};
+    const std::vector<dist::Tensor> odd = {dist::zeros(3)};
+    int caught = 0;
+    for (const auto& call : std::vector<std::function<void()>>{
+             [&] { dist::reduce_scatter(out, two); }, [&] { dist::reduce_scatter(out, odd); },
+             [&] { dist::scatter(out, &odd, 0); }, [&] { dist::scatter(out, nullptr, 0); }}) {
+      try {
+        call();
+      } catch (const dist::ConfigError& e) {
+        dist::write_stdout(std::string(e.what()) + "\n");
+        ++caught;
+      }
+    }
+    dist::destroy_process_group();
+    return caught == 4 ? 0 : 1;
+  });
+  const std::string& out = results[0].output;
+  EXPECT_EQ(results[0].exit_code, 0) << out;
+  EXPECT_TRUE(
+      contains(out, "reduce_scatter needs one input tensor per rank: got 2 for world_size 1"))
+      << out;
+  EXPECT_TRUE(contains(out,
+                       "reduce_scatter input 0 (torch.float32, 3 elements) does not match the "
+                       "output (torch.float32, 2 elements)"))
+      << out;
+  EXPECT_TRUE(contains(out, "scatter input 0 (torch.float32, 3 elements) does not match")) << out;
+  EXPECT_TRUE(contains(out, "scatter needs one input tensor per rank: got none")) << out;
 }
 
 }  // namespace

@@ -15,16 +15,13 @@
 namespace {
 
 using namespace std::chrono_literals;
+using dist::testing::contains;
 using dist::testing::describe;
 using dist::testing::RankResult;
 using dist::testing::run_ranks;
 using dist::testing::set_env;
 using dist::testing::set_launcher_env;
 using Clock = std::chrono::steady_clock;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // Every rank all-reduces (rank + 1) and checks the sum W(W+1)/2.
 int sum_check() {

@@ -41,6 +41,11 @@ void set_env(const std::map<std::string, std::string>& vars);
 // other launchers' variables so the machine's environment cannot leak into a test.
 void set_launcher_env(int rank, int world_size, int port);
 
+// True if `part` occurs in `text`: how tests look for a line or a phrase in captured output.
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // All outputs, each headed by its rank, for failure messages.
 std::string describe(const std::vector<RankResult>& results);
 

@@ -12,6 +12,7 @@
 #include "backends/unique_id.h"
 #include "dist/dist.h"
 #include "gpu/gpu.h"
+#include "ranks.h"
 
 namespace {
 
@@ -19,11 +20,8 @@ using namespace std::chrono_literals;
 using dist::backends::choose_auto;
 using dist::backends::nccl_problem;
 using dist::gpu::Census;
+using dist::testing::contains;
 using Clock = std::chrono::steady_clock;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 Census built_without_cuda() {
   return Census{};

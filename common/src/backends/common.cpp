@@ -37,6 +37,35 @@ void check_op_fits(ReduceOp op, DType dtype) {
   }
 }
 
+void check_one_per_rank(const char* call, const std::vector<Tensor>* inputs, const Tensor& output,
+                        int size) {
+  if (inputs == nullptr || static_cast<int>(inputs->size()) != size) {
+    throw ConfigError(std::string(call) + " needs one input tensor per rank: got " +
+                      (inputs == nullptr ? "none" : std::to_string(inputs->size())) +
+                      " for world_size " + std::to_string(size));
+  }
+  for (std::size_t r = 0; r < inputs->size(); ++r) {
+    const Tensor& in = (*inputs)[r];
+    if (in.numel() != output.numel() || in.dtype() != output.dtype()) {
+      throw ConfigError(std::string(call) + " input " + std::to_string(r) + " (" + describe(in) +
+                        ") does not match the output (" + describe(output) +
+                        "): every input must have the output's size and dtype");
+    }
+  }
+}
+
+Tensor concatenate(const std::vector<Tensor>& inputs, Device device) {
+  std::int64_t total = 0;
+  for (const Tensor& t : inputs) total += t.numel();
+  Tensor flat(total, inputs.empty() ? kFloat32 : inputs.front().dtype(), device);
+  std::int64_t at = 0;
+  for (const Tensor& t : inputs) {
+    flat.assign_slice(at, t);
+    at += t.numel();
+  }
+  return flat;
+}
+
 std::string describe(const Tensor& t) {
   return std::string(dtype_name(t.dtype())) + ", " + std::to_string(t.numel()) + " elements" +
          (t.is_cuda() ? ", " + t.device().str() : "");

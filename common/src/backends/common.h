@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "dist/process_group.h"
 #include "dist/tensor.h"
@@ -16,6 +17,12 @@ void check_rank(int r, int size, const char* what);
 void check_peer(int r, int self, int size, const char* what);
 // Bitwise ops need integers; AVG needs a floating dtype (the average of integers is not one).
 void check_op_fits(ReduceOp op, DType dtype);
+// The inputs of a reduce_scatter, or of a scatter on its source rank: one tensor per rank, each
+// with `output`'s numel and dtype. A ConfigError naming `call` and the odd one out otherwise.
+void check_one_per_rank(const char* call, const std::vector<Tensor>* inputs, const Tensor& output,
+                        int size);
+// inputs[0], inputs[1], ... end to end, in one tensor on `device`.
+Tensor concatenate(const std::vector<Tensor>& inputs, Device device);
 
 // "torch.float32, 4 elements" and "SUM, torch.float32, 4 elements", for error messages.
 std::string describe(const Tensor& t);

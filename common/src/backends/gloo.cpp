@@ -192,16 +192,10 @@ class ProcessGroupGloo : public ProcessGroup {
 
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     check_op_fits(op, output.dtype());
-    DIST_CHECK(static_cast<int>(inputs.size()) == size(),
-               "reduce_scatter needs one input tensor per rank (inputs.size() == world_size)");
+    check_one_per_rank("reduce_scatter", &inputs, output, size());
     // Gloo's reduce-scatter is not exposed with a timeout, so: all-reduce the concatenation and
     // keep our slice. It moves world_size times more data than needed; fine for teaching sizes.
-    Tensor flat(output.numel() * size(), output.dtype());
-    for (int r = 0; r < size(); ++r) {
-      DIST_CHECK(inputs[r].numel() == output.numel() && inputs[r].dtype() == output.dtype(),
-                 "every reduce_scatter input must have the output's size and dtype");
-      flat.assign_slice(r * output.numel(), inputs[r]);
-    }
+    Tensor flat = concatenate(inputs, Device::cpu());
     all_reduce(flat, op);
     output.copy_(flat.slice(rank() * output.numel(), output.numel()));
   }
@@ -245,14 +239,7 @@ class ProcessGroupGloo : public ProcessGroup {
     }
     check_rank(src, "src");
     const bool root = rank() == src;
-    if (root) {
-      DIST_CHECK(inputs != nullptr && static_cast<int>(inputs->size()) == size(),
-                 "scatter needs one input tensor per rank on the source rank");
-      for (const Tensor& t : *inputs) {
-        DIST_CHECK(t.numel() == output.numel() && t.dtype() == output.dtype(),
-                   "every scatter input must have the output's size and dtype");
-      }
-    }
+    if (root) check_one_per_rank("scatter", inputs, output, size());
     run("scatter", describe(output) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
       if (output.numel() == 0) return plain_barrier(tag);
       visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {

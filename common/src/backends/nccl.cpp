@@ -257,15 +257,9 @@ class ProcessGroupNCCL : public ProcessGroup {
     check_op_fits(op, output.dtype());
     const ncclRedOp_t nccl_reduction = nccl_op(op);
     check_device(output, "reduce_scatter");
-    DIST_CHECK(static_cast<int>(inputs.size()) == size(),
-               "reduce_scatter needs one input tensor per rank (inputs.size() == world_size)");
-    Tensor flat(output.numel() * size(), output.dtype(), output.device());
-    for (int r = 0; r < size(); ++r) {
-      const Tensor& in = inputs[static_cast<std::size_t>(r)];
-      DIST_CHECK(in.numel() == output.numel() && in.dtype() == output.dtype(),
-                 "every reduce_scatter input must have the output's size and dtype");
-      flat.assign_slice(r * output.numel(), in);
-    }
+    check_one_per_rank("reduce_scatter", &inputs, output, size());
+    for (const Tensor& in : inputs) check_device(in, "reduce_scatter");
+    const Tensor flat = concatenate(inputs, output.device());
     if (output.numel() == 0) return barrier_as("reduce_scatter", describe(output, op));
     run("reduce_scatter", describe(output, op), [&] {
       return ncclReduceScatter(flat.data(), output.data(), count(output), nccl_type(output.dtype()),
@@ -310,13 +304,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     check_device(output, "scatter");
     const bool root = rank() == src;
     if (root) {
-      DIST_CHECK(inputs != nullptr && static_cast<int>(inputs->size()) == size(),
-                 "scatter needs one input tensor per rank on the source rank");
-      for (const Tensor& t : *inputs) {
-        DIST_CHECK(t.numel() == output.numel() && t.dtype() == output.dtype(),
-                   "every scatter input must have the output's size and dtype");
-        check_device(t, "scatter");
-      }
+      check_one_per_rank("scatter", inputs, output, size());
+      for (const Tensor& in : *inputs) check_device(in, "scatter");
     }
     const std::string what = describe(output) + ", src " + std::to_string(src);
     if (output.numel() == 0) return barrier_as("scatter", what);
