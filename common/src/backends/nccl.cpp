@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -35,6 +36,7 @@ namespace dist::backends {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
 
 static_assert(kNcclUniqueIdBytes == NCCL_UNIQUE_ID_BYTES);
 
@@ -63,7 +65,9 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::MAX:
       return ncclMax;
     case ReduceOp::AVG:
-      return ncclAvg;  // NCCL divides on the GPU, in the tensor's dtype
+      // NCCL averages on the GPU. For floats it scales each input by 1/world_size before it
+      // sums, so with 3 or more ranks the last bit may differ from Gloo's sum-then-divide.
+      return ncclAvg;
     case ReduceOp::BAND:
     case ReduceOp::BOR:
     case ReduceOp::BXOR:
@@ -161,6 +165,12 @@ class ProcessGroupNCCL : public ProcessGroup {
     ncclUniqueId nccl_id;
     std::memcpy(nccl_id.internal, id.data(), id.size());
 
+    if (const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+        blocking != nullptr && std::string(blocking) == "1") {
+      throw ConfigError(
+          "NCCL_COMM_BLOCKING=1 is set: it makes NCCL block in ways no deadline can end, and this "
+          "library bounds every wait by the group's timeout; unset NCCL_COMM_BLOCKING");
+    }
     const gpu::DeviceGuard guard(device_);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // return at once; we poll, so that the wait has a deadline
@@ -183,15 +193,22 @@ class ProcessGroupNCCL : public ProcessGroup {
     }
     // NCCL connects its rings lazily; one barrier now makes "init returned" mean "every rank can
     // talk", as with Gloo. It is not counted among the program's collectives.
-    enqueue_and_wait("NCCL's connection check", deadline, [&] {
-      return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_);
-    });
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    enqueue_and_wait(
+        "NCCL's first all_reduce after creating the communicator", std::max(left, 1ms),
+        "some rank did not finish initialising, or the ranks cannot reach each other over NCCL's "
+        "transport (NCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO)",
+        [&] {
+          return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_,
+                               stream_);
+        });
   }
 
   ~ProcessGroupNCCL() override {
-    int previous = 0;
-    const bool have_device = cudaGetDevice(&previous) == cudaSuccess;
-    if (have_device) cudaSetDevice(device_);
+    const bool clean = cudaPeekAtLastError() == cudaSuccess;  // see the end
+    // connect() made device_ current for this thread, and the program's kernels run there: stay.
+    cudaSetDevice(device_);
     if (comm_ != nullptr) {
       // Finalize waits for the other ranks to be done with us, so it too gets a deadline; past
       // it, abort frees everything locally.
@@ -207,8 +224,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     if (done_ != nullptr) cudaEventDestroy(done_);
     if (inputs_ready_ != nullptr) cudaEventDestroy(inputs_ready_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    cudaGetLastError();
-    if (have_device) cudaSetDevice(previous);
+    // Forget errors of our own teardown, but not one the program left pending before it.
+    if (clean) cudaGetLastError();
   }
 
   std::string backend() const override { return "nccl"; }
@@ -412,11 +429,18 @@ class ProcessGroupNCCL : public ProcessGroup {
     const std::uint64_t seq = collective ? ++sequence_ : sequence_;
     const std::string call = std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
                              (what.empty() ? "" : " (" + what + ")");
-    enqueue_and_wait(call, Clock::now() + timeout_, std::forward<Enqueue>(enqueue));
+    enqueue_and_wait(call, timeout_,
+                     "not every rank reached this call. Every rank must make the same collective "
+                     "calls in the same order; check for a rank that skipped it, exited, or is "
+                     "stuck",
+                     std::forward<Enqueue>(enqueue));
   }
 
+  // Enqueues one operation and waits for it, at most `limit`; `hint` says what a timeout means.
   template <typename Enqueue>
-  void enqueue_and_wait(const std::string& call, Clock::time_point deadline, Enqueue&& enqueue) {
+  void enqueue_and_wait(const std::string& call, std::chrono::milliseconds limit,
+                        const std::string& hint, Enqueue&& enqueue) {
+    const auto deadline = Clock::now() + limit;
     if (comm_ == nullptr) {
       throw Error(call + " cannot run on rank " + std::to_string(rank()) +
                   ": this group's NCCL communicator was aborted after an earlier failure (" +
@@ -430,15 +454,16 @@ class ProcessGroupNCCL : public ProcessGroup {
     const ncclResult_t rc = settle(enqueue(), deadline);
     if (rc == ncclSuccess) {
       check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
-      return watch(call, deadline);
+      return watch(call, deadline, limit, hint);
     }
-    if (rc == ncclInProgress) timed_out(call);
+    if (rc == ncclInProgress) timed_out(call, limit, hint);
     fail(call, rc);
   }
 
   // The watchdog: polls the operation until it has finished, a peer or NCCL reports an error,
   // or the deadline passes.
-  void watch(const std::string& call, Clock::time_point deadline) {
+  void watch(const std::string& call, Clock::time_point deadline, std::chrono::milliseconds limit,
+             const std::string& hint) {
     for (Backoff backoff;; backoff.pause()) {
       const cudaError_t state = cudaEventQuery(done_);
       if (state == cudaSuccess) return;
@@ -452,17 +477,19 @@ class ProcessGroupNCCL : public ProcessGroup {
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) fail(call, async);
-      if (Clock::now() >= deadline) timed_out(call);
+      if (Clock::now() >= deadline) timed_out(call, limit, hint);
     }
   }
 
-  [[noreturn]] void timed_out(const std::string& call) {
+  // If an operation queued before ours never ends (a kernel of the program that hangs),
+  // ncclCommAbort waits for it too: NCCL frees memory only once the GPU is done with it. Nothing
+  // inside the process can help then; kill it (ddprun does, once another rank has failed).
+  [[noreturn]] void timed_out(const std::string& call, std::chrono::milliseconds limit,
+                              const std::string& hint) {
     abort_communicator(call + " timed out");
-    throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
-                       std::to_string(rank()) +
-                       ": not every rank reached this call. Every rank must make the same "
-                       "collective calls in the same order; check for a rank that skipped it, "
-                       "exited, or is stuck. The NCCL communicator was aborted");
+    throw TimeoutError(call + " timed out after " + seconds(limit) + " on rank " +
+                       std::to_string(rank()) + ": " + hint +
+                       ". The NCCL communicator was aborted");
   }
 
   [[noreturn]] void fail(const std::string& call, ncclResult_t rc) {

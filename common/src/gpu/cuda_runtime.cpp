@@ -46,15 +46,58 @@ void check_cuda(cudaError_t rc, const std::string& what) {
               ". Check `nvidia-smi`, and that every rank uses its own GPU (LOCAL_RANK)");
 }
 
+// Whether GPU `device` already has its (primary) context. Since CUDA 12, cudaSetDevice creates
+// the context of the device it selects, so switching "back" to a device the thread never used
+// (a thread that chose nothing reports device 0) would put a context of several hundred MiB on
+// GPU 0 for every rank of the machine. The driver's answer is reached through the runtime, so no
+// link to libcuda is needed.
+bool context_exists(int device) {
+  using GetState = int (*)(int, unsigned int*, int*);  // cuDevicePrimaryCtxGetState
+  static const GetState get_state = []() -> GetState {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<GetState>(fn);
+  }();
+  if (get_state == nullptr) return true;  // cannot tell: restore, as a plain guard would
+  unsigned int flags = 0;
+  int active = 0;
+  return get_state(device, &flags, &active) == 0 && active != 0;
+}
+
+// Clears the error state that our own failed calls left, but never an error the program's code
+// left pending before (its next cudaGetLastError() must still see it).
+class KeepTheProgramsErrors {
+ public:
+  KeepTheProgramsErrors() : clean_(cudaPeekAtLastError() == cudaSuccess) {}
+  ~KeepTheProgramsErrors() {
+    if (clean_) cudaGetLastError();
+  }
+  KeepTheProgramsErrors(const KeepTheProgramsErrors&) = delete;
+  KeepTheProgramsErrors& operator=(const KeepTheProgramsErrors&) = delete;
+
+ private:
+  bool clean_;
+};
+
 }  // namespace
 
 DeviceGuard::DeviceGuard(int device) {
   check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (device != previous_)
+  restore_ = device != previous_ && context_exists(previous_);
+  if (device != previous_) {
     check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  }
 }
 
 DeviceGuard::~DeviceGuard() {
+  if (!restore_) return;
+  const KeepTheProgramsErrors keep;
   cudaSetDevice(previous_);
 }
 
@@ -85,12 +128,13 @@ void* allocate(std::size_t bytes, int device) {
 
 void release(void* ptr, int device) noexcept {
   if (ptr == nullptr) return;
+  const KeepTheProgramsErrors keep;
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess) return;
-  cudaSetDevice(device);
+  const bool restore = device != previous && context_exists(previous);
+  if (device != previous) cudaSetDevice(device);
   cudaFree(ptr);
-  cudaSetDevice(previous);
-  cudaGetLastError();
+  if (restore) cudaSetDevice(previous);
 }
 
 void copy(void* dst, const void* src, std::size_t bytes, int device) {
