@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dist/check.h"
+#include "dist/cli.h"
 #include "dist/device.h"
 #include "dist/env.h"
 #include "dist/init.h"
