@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
       dist::out0() << "MISMATCH: all_gather + add differs from all_reduce on some rank";
       return dist::kExitFailure;
     }
-    dist::out0() << "OK: all_gather + add equals all_reduce(SUM); each rank received " << world - 1
-                 << " whole tensors to get it";
+    dist::out0() << "OK: all_gather + add equals all_reduce(SUM); each rank received the "
+                 << "tensors of the " << world - 1 << " other rank(s) to get it";
     return dist::kExitOk;
   });
 }
