@@ -163,7 +163,9 @@ int main(int argc, char** argv) {
     dist::destroy_process_group();
     if (!job_ok) {
       dist::out0() << "MISMATCH: some rank's result differs from its closed form (see above)";
-      return dist::kExitFailure;
+      // Only rank 0 fails the job: it prints the verdict, and a rank that exited 1 first would make
+      // ddprun stop rank 0 before its MISMATCH line is out.
+      return rank == 0 ? dist::kExitFailure : dist::kExitOk;
     }
     dist::out0() << "OK: every result matches its closed form on every rank";
     return dist::kExitOk;

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     dist::destroy_process_group();
     if (!ok) {
       dist::out0() << "MISMATCH: expected " << expected;
-      return dist::kExitFailure;
+      return rank == 0 ? dist::kExitFailure : dist::kExitOk;  // rank 0 reports for the job
     }
     dist::out0() << "OK: the weighted mean is 10(2W+1)/3 = " << expected;
     return dist::kExitOk;
