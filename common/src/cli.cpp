@@ -50,10 +50,13 @@ void Cli::allow_positional(std::vector<std::string>* target, const std::string& 
 }
 
 std::string Cli::usage() const {
-  std::string text = "usage: " + program_ + " [flags]" +
-                     (positional_ != nullptr ? " " + positional_help_ : "") + "\n" + summary_ +
-                     "\nRun it under a launcher, e.g. ddprun --standalone --nproc-per-node 2 " +
-                     program_ + "\n\nflags:\n";
+  std::string text =
+      "usage: " + program_ + " [flags]" + (positional_ != nullptr ? " " + positional_help_ : "") +
+      "\n" + summary_ + "\n" +
+      (run_hint_.empty()
+           ? "Run it under a launcher, e.g. ddprun --standalone --nproc-per-node 2 " + program_
+           : run_hint_) +
+      "\n\nflags:\n";
   for (const Flag& f : flags_) {
     std::string spelling = f.name + (f.takes_value ? " VALUE" : "");
     if (!f.negation.empty()) spelling += " | " + f.negation;

@@ -41,6 +41,10 @@ class Cli {
   // Words after the flags, e.g. a case name; `help` names them in the usage line.
   void allow_positional(std::vector<std::string>* target, const std::string& help);
 
+  // Replaces the usage line "Run it under a launcher, e.g. ddprun ..." for programs that are
+  // started another way (chapter 03's, one per terminal).
+  void set_run_hint(std::string hint) { run_hint_ = std::move(hint); }
+
   // Parses argv. Returns false after printing --help (the program should exit 0); throws
   // dist::ConfigError on bad input.
   bool parse(int argc, char** argv);
@@ -57,7 +61,7 @@ class Cli {
   };
   void add(Flag flag);
 
-  std::string program_, summary_;
+  std::string program_, summary_, run_hint_;
   std::vector<Flag> flags_;
   std::string backend_ = "gloo";
   std::string init_method_;

@@ -1,0 +1,62 @@
+// Chapter 03, exercise 2 — nobody leaves init_process_group before the last rank arrives.
+//
+// Two people starting two terminals never start at the same instant. Rank r here waits
+// r x --stagger-ms before calling init_process_group, and notes the time just before the call and
+// just after it returns, on std::chrono::steady_clock (CLOCK_MONOTONIC on Linux: one clock for all
+// processes of a machine, so times of different ranks compare). An all_reduce MAX gives the
+// latest call; every rank's return must come after it, because init is a rendezvous: each rank
+// waits until all world_size ranks have announced themselves. That is also why the start order
+// of chapter 03's two programs does not matter.
+// Run: ./tutorial run 03-ex2   (or: ddprun --standalone --nproc-per-node 3 ch03_two_programs_ex2)
+#include <dist/dist.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return dist::run_main([&] {
+    dist::Cli cli("ch03_two_programs_ex2",
+                  "Start the ranks at staggered times; check that init returns after the last "
+                  "one arrives.");
+    int stagger_ms = 300;
+    cli.add_int("--stagger-ms", &stagger_ms, "how much later each rank starts than the previous", 0,
+                5000);
+    if (!cli.parse(argc, argv)) return dist::kExitOk;
+    // Before init, only the launcher knows our rank.
+    const int launcher_rank = dist::read_launch_env().rank.value_or(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(launcher_rank * stagger_ms));
+
+    const std::int64_t called = now_ns();
+    dist::init_process_group(cli.init_options());
+    const std::int64_t returned = now_ns();
+
+    // The latest call over all ranks; 2^53 ns is 104 days of uptime, the exact range of item().
+    dist::Tensor latest = dist::Tensor::from<std::int64_t>({called}, dist::get_device());
+    dist::all_reduce(latest, dist::ReduceOp::MAX);
+    const bool after_last = returned >= static_cast<std::int64_t>(latest.item(0));
+    dist::out() << "started " << launcher_rank * stagger_ms
+                << " ms after rank 0; init returned after the last rank had called it: "
+                << (after_last ? "yes" : "no");
+
+    dist::Tensor all_ok = dist::full(1, after_last ? 1 : 0, dist::kInt32, dist::get_device());
+    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
+    dist::destroy_process_group();
+    if (all_ok.item(0) != 1) {
+      dist::out0() << "MISMATCH: a rank left init_process_group before the last rank called it";
+      return dist::kExitFailure;
+    }
+    dist::out0() << "OK: on every rank, init_process_group returned only after the last call";
+    return dist::kExitOk;
+  });
+}
