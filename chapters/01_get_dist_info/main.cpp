@@ -13,8 +13,9 @@
 // master port changes from run to run; the shared flags every chapter accepts.
 // Builds on: nothing; this is the first chapter.
 //
-// Run:   ./tutorial run 01            (or: ddprun --standalone --nproc-per-node 2
-// ch01_get_dist_info) Prints, among other lines (the ranks' lines interleave in any order):
+// Run:   ./tutorial run 01
+//        (or: ddprun --standalone --nproc-per-node 2 ch01_get_dist_info)
+// Prints, among other lines (the ranks' lines interleave in any order):
 //   [rank 1/2] before init: get_dist_info() = (rank 0, world_size 1), as mmcv answers outside a job
 //   [rank 1/2] get_dist_info(): rank 1, world_size 2, local_rank 1, local_world_size 2
 //   [rank 1/2] ranks present: tensor([1, 1])
@@ -140,7 +141,9 @@ int main(int argc, char** argv) {
                  << info.local_world_size << " per machine";
 
     // ---- Step 6: one verdict for the job, then leave the group (torch: destroy_process_group();
-    // seed 000's torch.distributed.finalize() does not exist)
+    // seed 000's torch.distributed.finalize() does not exist). The verdict is an all_reduce with
+    // MIN of a 0/1 flag: 1 only if every rank's checks held. Later chapters call this
+    // dist::all_ranks_ok(ok).
     dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());
     dist::all_reduce(all_ok, dist::ReduceOp::MIN);
     const bool job_ok = all_ok.item(0) == 1;

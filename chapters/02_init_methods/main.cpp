@@ -12,8 +12,9 @@
 // need a rendezvous of their own; where torch 1.13 differs from the dist library.
 // Builds on: chapter 01 (init_process_group, get_dist_info, the shared flags).
 //
-// Run:   ./tutorial run 02            (or: ddprun --standalone --nproc-per-node 2
-// ch02_init_methods) Prints, among other lines (the ranks' lines interleave in any order):
+// Run:   ./tutorial run 02
+//        (or: ddprun --standalone --nproc-per-node 2 ch02_init_methods)
+// Prints, among other lines (the ranks' lines interleave in any order):
 //   [rank 1/2] (a) env://, RANK=1 WORLD_SIZE=2 from the launcher -> rank 1 of 2; all_reduce ... = 3
 //   [rank 0/1] (c) file:// of its own, RANK=1 WORLD_SIZE=2 set, rank=0 world_size=1 passed -> ...
 //   [rank 0/2] OK: every case gave the rank and world_size that precedence predicts
@@ -202,8 +203,7 @@ int main(int argc, char** argv) {
     ok &= met_as("(e) file:// shared, " + rank_world(rank, world) + " passed", rank, world,
                  rows.back());
     // One verdict for the job, over the last group: the MIN over ranks of "my cases were right".
-    dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
+    const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
 
     // ---- Step 7: rank 0's table: the leftmost source that said something won
@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
       dist::out0() << pad(row.name, 5) << pad(row.init_method, 18) << pad(row.arguments, 24)
                    << pad(row.query, 22) << pad(row.environment, 22) << "-> " << row.result;
     }
-    if (all_ok.item(0) != 1) {
+    if (!job_ok) {
       dist::out0() << "MISMATCH: some case gave a rank or world_size precedence does not predict";
       return dist::kExitFailure;
     }

@@ -82,9 +82,8 @@ int main(int argc, char** argv) {
     const bool ok = rank == 1 && world == 2 && t.item(0) == 3;
 
     // ---- Step 4: one verdict for both programs (rank 0 prints it), then leave
-    dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
+    const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
-    return all_ok.item(0) == 1 ? dist::kExitOk : dist::kExitFailure;
+    return job_ok ? dist::kExitOk : dist::kExitFailure;
   });
 }

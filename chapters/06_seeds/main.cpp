@@ -157,10 +157,9 @@ int main(int argc, char** argv) {
 
     // ---- Step 6: one verdict for the job: the MIN over ranks of "my checks held"
     const bool ok = bug_shows && fix_works && repeats;
-    Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, device);
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
+    const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
-    if (all_ok.item(0) != 1) {
+    if (!job_ok) {
       dist::out0() << "MISMATCH: bug shown " << bug_shows << ", fix works " << fix_works
                    << ", reruns repeat " << repeats << " (on rank 0; see the lines above)";
       return dist::kExitFailure;

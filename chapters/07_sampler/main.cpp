@@ -217,9 +217,7 @@ int main(int argc, char** argv) {
     if (rank == 0) show_other_samplers(n, seed);
 
     // ---- Step 7: one verdict for the job
-    dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
-    const bool job_ok = all_ok.item(0) == 1;
+    const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
     if (!job_ok) {
       dist::out0() << "MISMATCH: a shard differs from the computation by hand (see above)";

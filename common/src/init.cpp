@@ -536,4 +536,10 @@ void recv(Tensor& tensor, int src, int tag) {
   default_group().recv(tensor, src, tag);
 }
 
+bool all_ranks_ok(bool mine) {
+  Tensor flag = full(1, mine ? 1 : 0, kInt32, get_device());
+  all_reduce(flag, ReduceOp::MIN);
+  return flag.item(0) == 1;
+}
+
 }  // namespace dist

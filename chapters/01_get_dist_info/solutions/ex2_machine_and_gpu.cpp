@@ -35,10 +35,9 @@ int main(int argc, char** argv) {
     const auto group_rank = dist::read_launch_env().group_rank;
     ok = ok && (!group_rank || *group_rank == machine);
 
-    dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
+    const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
-    if (all_ok.item(0) != 1) {
+    if (!job_ok) {
       dist::out0() << "MISMATCH: some rank's machine or GPU slot is not its own (see above)";
       return dist::kExitFailure;
     }

@@ -49,10 +49,9 @@ int main(int argc, char** argv) {
                 << " ms after rank 0; init returned after the last rank had called it: "
                 << (after_last ? "yes" : "no");
 
-    dist::Tensor all_ok = dist::full(1, after_last ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
+    const bool job_ok = dist::all_ranks_ok(after_last);
     dist::destroy_process_group();
-    if (all_ok.item(0) != 1) {
+    if (!job_ok) {
       dist::out0() << "MISMATCH: a rank left init_process_group before the last rank called it";
       return dist::kExitFailure;
     }

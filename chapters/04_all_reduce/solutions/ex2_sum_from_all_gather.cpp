@@ -26,10 +26,7 @@ int main(int argc, char** argv) {
     dist::all_reduce(by_library);
     dist::out() << "sum from all_gather: " << by_hand << ", from all_reduce: " << by_library;
 
-    dist::Tensor ok =
-        dist::full(1, by_hand.equal(by_library) ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(ok, dist::ReduceOp::MIN);
-    const bool all_ok = ok.item(0) == 1;
+    const bool all_ok = dist::all_ranks_ok(by_hand.equal(by_library));
     dist::destroy_process_group();
     if (!all_ok) {
       dist::out0() << "MISMATCH: all_gather + add differs from all_reduce on some rank";

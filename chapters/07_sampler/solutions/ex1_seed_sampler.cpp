@@ -76,9 +76,7 @@ int main(int argc, char** argv) {
                  << "fails its assert on " << asserts
                  << " (closed form W > 2n: " << expected_asserts << ")";
 
-    dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());
-    dist::all_reduce(all_ok, dist::ReduceOp::MIN);
-    const bool job_ok = all_ok.item(0) == 1;
+    const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
     if (!job_ok) {
       dist::out0() << "MISMATCH: the old and the new sampler differ where they should agree";

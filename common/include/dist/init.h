@@ -97,4 +97,9 @@ void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src = 0);
 void send(const Tensor& tensor, int dst, int tag = 0);
 void recv(Tensor& tensor, int src, int tag = 0);
 
+// One verdict for the job: true on every rank exactly when `mine` is true on every rank. It is an
+// all_reduce(MIN) of a 0/1 flag on the group's device, so every rank must call it, the same number
+// of times. Chapter 01 (Step 6) writes it out in full; later chapters call this.
+bool all_ranks_ok(bool mine);
+
 }  // namespace dist
