@@ -2,7 +2,11 @@
 #include "dist/cli.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
 
 #include "dist/check.h"
 #include "dist/env.h"
@@ -31,6 +35,29 @@ void Cli::add_int(const std::string& name, int* target, const std::string& help,
                   long long max) {
   add({name, "", help, std::to_string(*target), true,
        [=](const std::string& value) { *target = parse_int(name, value, min, max); }});
+}
+
+void Cli::add_double(const std::string& name, double* target, const std::string& help, double min,
+                     double max) {
+  std::ostringstream shown;
+  shown << *target;
+  add({name, "", help, shown.str(), true, [=](const std::string& value) {
+         char* end = nullptr;
+         errno = 0;
+         const double parsed = value.empty() ? 0 : std::strtod(value.c_str(), &end);
+         if (value.empty() || end != value.c_str() + value.size() || errno == ERANGE ||
+             !std::isfinite(parsed)) {
+           throw ConfigError(name + "=\"" + value +
+                             "\" is not a number: write it like 0.01 or 1e-3");
+         }
+         if (parsed < min || parsed > max) {
+           std::ostringstream range;
+           range << min << " and " << max;
+           throw ConfigError(name + "=" + value + " is out of range: it must be between " +
+                             range.str());
+         }
+         *target = parsed;
+       }});
 }
 
 void Cli::add_string(const std::string& name, std::string* target, const std::string& help) {

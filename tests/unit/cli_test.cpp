@@ -18,6 +18,7 @@ struct Parsed {
   bool went_on = false;
   int size = 7;
   std::string name = "x";
+  double lr = 0.01;
   bool shuffle = true;
   bool verbose = false;
   std::vector<std::string> words;
@@ -29,6 +30,7 @@ Parsed parse(std::vector<std::string> args) {
   dist::Cli cli("prog", "A test program.");
   cli.add_int("--size", &p.size, "elements", 1, 100);
   cli.add_string("--name", &p.name, "a name");
+  cli.add_double("--lr", &p.lr, "a rate", 1e-6, 10);
   cli.add_flag("--shuffle", &p.shuffle, "shuffle", "--no-shuffle");
   cli.add_flag("--verbose", &p.verbose, "say more");
   cli.allow_positional(&p.words, "[CASE]");
@@ -53,6 +55,7 @@ TEST(Cli, DefaultsAreTheInitialValuesAndGlooOnEnvWithTheDefaultTimeout) {
   EXPECT_TRUE(p.went_on);
   EXPECT_EQ(p.size, 7);
   EXPECT_EQ(p.name, "x");
+  EXPECT_EQ(p.lr, 0.01);
   EXPECT_TRUE(p.shuffle);
   EXPECT_FALSE(p.verbose);
   EXPECT_EQ(p.init.backend, "gloo");
@@ -65,6 +68,8 @@ TEST(Cli, ValuesComeSeparateOrAfterAnEqualsSign) {
                           "--init-method", "file:///tmp/x", "--no-shuffle", "--verbose", "case1"});
   EXPECT_EQ(p.size, 12);
   EXPECT_EQ(p.name, "abc");
+  EXPECT_EQ(parse({"--lr", "0.25"}).lr, 0.25);
+  EXPECT_EQ(parse({"--lr=1e-3"}).lr, 1e-3);
   EXPECT_FALSE(p.shuffle);
   EXPECT_TRUE(p.verbose);
   EXPECT_EQ(p.words, std::vector<std::string>{"case1"});
@@ -82,8 +87,8 @@ TEST(Cli, HelpPrintsEveryFlagWithItsDefaultAndStops) {
   for (const char* part :
        {"usage: prog [flags] [CASE]", "A test program.", "--backend VALUE", "(default: gloo)",
         "--init-method VALUE", "(default: env://)", "--timeout VALUE", "(default: 60)",
-        "--size VALUE", "(default: 7)", "--shuffle | --no-shuffle", "(default: --shuffle)",
-        "--verbose", "(default: off)", "--help"}) {
+        "--size VALUE", "(default: 7)", "--lr VALUE", "(default: 0.01)", "--shuffle | --no-shuffle",
+        "(default: --shuffle)", "--verbose", "(default: off)", "--help"}) {
     EXPECT_TRUE(contains(text, part)) << part << "\n" << text;
   }
 }
@@ -97,6 +102,12 @@ TEST(Cli, BadInputNamesTheFlag) {
   EXPECT_TRUE(contains(error_of({"--verbose=1"}), "--verbose takes no value"));
   EXPECT_TRUE(contains(error_of({"--backend", "mpi"}), "--backend mpi is not a backend"));
   EXPECT_TRUE(contains(error_of({"--timeout", "0"}), "--timeout"));
+  EXPECT_TRUE(contains(error_of({"--lr", "fast"}), "--lr=\"fast\" is not a number"));
+  EXPECT_TRUE(contains(error_of({"--lr", "0.1x"}), "--lr=\"0.1x\" is not a number"));
+  EXPECT_TRUE(contains(error_of({"--lr", "nan"}), "--lr=\"nan\" is not a number"));
+  EXPECT_TRUE(contains(error_of({"--lr", ""}), "--lr=\"\" is not a number"));
+  EXPECT_TRUE(contains(error_of({"--lr", "11"}), "--lr=11 is out of range: it must be between"));
+  EXPECT_TRUE(contains(error_of({"--lr", "0"}), "--lr=0 is out of range"));
 }
 
 }  // namespace

@@ -33,6 +33,10 @@ class Cli {
   // --help) when the flag is given.
   void add_int(const std::string& name, int* target, const std::string& help, long long min,
                long long max);
+  // A real number in [min, max], e.g. a learning rate; written as C++'s strtod reads it (0.01,
+  // 1e-3). Not a number, trailing characters, inf and nan are ConfigErrors naming the flag.
+  void add_double(const std::string& name, double* target, const std::string& help, double min,
+                  double max);
   void add_string(const std::string& name, std::string* target, const std::string& help);
   // A switch: "--name" sets *target to true. With `negation` ("--no-shuffle"), that spelling
   // sets it to false.
