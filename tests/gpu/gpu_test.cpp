@@ -7,13 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "dist/ddp.h"
 #include "dist/dist.h"
+#include "dist/nn.h"
 #include "ranks.h"
 #include "spin_kernel.h"
 
@@ -283,6 +286,55 @@ TEST_F(WorldOfOne, TheWatchdogAbortsACollectiveThatOutlivesItsTimeout) {
   Tensor again = dist::full(8, 3.0, dist::kFloat32, kGpu);
   dist::all_reduce(again);
   EXPECT_TRUE(again.cpu().equal(dist::full(8, 3.0)));
+}
+
+// ---- dist/nn.h and DDP on the GPU (chapter 08) ------------------------------------------------
+
+// The same Linear, loss and SGD step on the CPU and on the GPU, from the same inputs: the kernels
+// sum in double like the CPU loops, so outputs and gradients are the same bits.
+TEST(GpuNn, LinearLossAndSgdGiveTheCpuBits) {
+  const dist::LinearInit init{{0.5f, -1.25f, 2.0f, 0.75f, -0.5f, 1.5f}, {0.1f, -0.2f}};
+  dist::Linear cpu(3, 2, init), gpu(3, 2, init, kGpu);
+  std::vector<float> xs, ys;
+  for (int i = 0; i < 3 * 37; ++i) xs.push_back(static_cast<float>((i * 7919) % 101) / 50.0f - 1);
+  for (int i = 0; i < 2 * 37; ++i) ys.push_back(static_cast<float>((i * 31) % 17) / 8.0f - 1);
+  const Tensor x = Tensor::from(xs), y = Tensor::from(ys);
+  dist::SGD cpu_opt(cpu.parameters(), 0.05), gpu_opt(gpu.parameters(), 0.05);
+  for (int step = 0; step < 3; ++step) {
+    const Tensor out_cpu = cpu.forward(x), out_gpu = gpu.forward(x.cuda());
+    EXPECT_EQ(out_gpu.device(), kGpu);
+    EXPECT_TRUE(out_gpu.cpu().equal(out_cpu)) << "step " << step;
+    const dist::MseLoss l_cpu = dist::mse_loss(out_cpu, y),
+                        l_gpu = dist::mse_loss(out_gpu, y.cuda());
+    EXPECT_NEAR(l_gpu.loss, l_cpu.loss, 1e-12 * l_cpu.loss);
+    EXPECT_TRUE(l_gpu.grad.cpu().equal(l_cpu.grad));
+    cpu_opt.zero_grad();
+    gpu_opt.zero_grad();
+    EXPECT_TRUE(gpu.backward(l_gpu.grad).cpu().equal(cpu.backward(l_cpu.grad)));
+    EXPECT_TRUE(gpu.weight().grad.cpu().equal(cpu.weight().grad));
+    EXPECT_TRUE(gpu.bias().grad.cpu().equal(cpu.bias().grad));
+    cpu_opt.step();
+    gpu_opt.step();
+    EXPECT_TRUE(gpu.weight().data.cpu().equal(cpu.weight().data));
+    EXPECT_TRUE(gpu.bias().data.cpu().equal(cpu.bias().data));
+  }
+}
+
+// DDP over NCCL with one rank: the broadcast keeps the weights, the average is the gradient itself.
+TEST_F(WorldOfOne, DdpOverNcclKeepsTheGradientOfASingleRank) {
+  init("nccl");
+  dist::Linear model(1, 1, {{0.5f}, {-0.25f}}, kGpu);
+  dist::DistributedDataParallel ddp(model.parameters());
+  EXPECT_EQ(model.weight().data.item(0), 0.5);
+  const Tensor x = Tensor::from<float>({1, 2, 3}, kGpu), y = Tensor::from<float>({5, 8, 11}, kGpu);
+  model.backward(dist::mse_loss(model.forward(x), y).grad);
+  const Tensor grad_before = model.weight().grad.cpu();
+  ddp.average_gradients();
+  EXPECT_TRUE(model.weight().grad.cpu().equal(grad_before));
+  // d/dw mean((w x + b - y)^2) = 2 mean((w x + b - y) x), here with w = 0.5, b = -0.25.
+  double closed = 0;
+  for (int i = 1; i <= 3; ++i) closed += 2 * (0.5 * i - 0.25 - (3 * i + 2)) * i / 3.0;
+  EXPECT_NEAR(grad_before.item(0), closed, 1e-5 * std::abs(closed));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace dist::gpu {
@@ -34,5 +35,16 @@ void release(void* ptr, int device) noexcept;
 // GPU involved, the destination's if both are) and returns only when the copy has finished:
 // after it, any CUDA stream (NCCL's included) sees the data.
 void copy(void* dst, const void* src, std::size_t bytes, int device);
+
+// The kernels of dist/nn.h on GPU `device` (nn_kernels.cu), each finished when it returns. Shapes
+// and meanings are those of the CPU loops in nn.cpp: a batch of `batch` rows, row-major; every
+// sum is taken in double, in a fixed order, so a run repeats bit for bit.
+void linear_forward(const float* x, const float* weight, const float* bias, float* out,
+                    std::int64_t batch, std::int64_t in, std::int64_t out_features, int device);
+void linear_backward(const float* x, const float* grad_out, const float* weight, float* grad_weight,
+                     float* grad_bias, float* grad_x, std::int64_t batch, std::int64_t in,
+                     std::int64_t out_features, int device);
+double mse_loss(const float* out, const float* target, float* grad, std::int64_t n, int device);
+void sgd_step(float* param, const float* grad, std::int64_t n, float lr, int device);
 
 }  // namespace dist::gpu

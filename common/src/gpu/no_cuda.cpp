@@ -33,4 +33,21 @@ void copy(void*, const void*, std::size_t bytes, int device) {
   no_gpu_path("copying to or from cuda:" + std::to_string(device));
 }
 
+// A GPU tensor cannot exist in this build (allocate() refuses), so these are never reached with
+// one; they are here so that dist/nn.h links, and they say why if they are.
+void linear_forward(const float*, const float*, const float*, float*, std::int64_t, std::int64_t,
+                    std::int64_t, int device) {
+  no_gpu_path("Linear.forward on cuda:" + std::to_string(device));
+}
+void linear_backward(const float*, const float*, const float*, float*, float*, float*, std::int64_t,
+                     std::int64_t, std::int64_t, int device) {
+  no_gpu_path("Linear.backward on cuda:" + std::to_string(device));
+}
+double mse_loss(const float*, const float*, float*, std::int64_t, int device) {
+  no_gpu_path("mse_loss on cuda:" + std::to_string(device));
+}
+void sgd_step(float*, const float*, std::int64_t, float, int device) {
+  no_gpu_path("SGD.step on cuda:" + std::to_string(device));
+}
+
 }  // namespace dist::gpu

@@ -1,0 +1,122 @@
+// dist/nn.h: Linear, mse_loss and SGD against closed forms and finite differences (chapter 08).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "dist/nn.h"
+#include "ranks.h"
+
+namespace {
+
+using dist::Tensor;
+using dist::testing::contains;
+
+// W = [[1, 2], [3, 4]], b = [0.5, -1]; the batch x = [[1, 1], [2, -1]].
+dist::Linear two_by_two() {
+  return dist::Linear(2, 2, {{1, 2, 3, 4}, {0.5f, -1}});
+}
+const Tensor kX = Tensor::from<float>({1, 1, 2, -1});
+
+template <typename F>
+std::string config_error(F&& f) {
+  try {
+    f();
+  } catch (const dist::ConfigError& e) {
+    return e.what();
+  }
+  return "no ConfigError";
+}
+
+TEST(Linear, ForwardIsXTimesWTransposedPlusB) {
+  dist::Linear model = two_by_two();
+  // Row 1: [1*1 + 1*2 + 0.5, 1*3 + 1*4 - 1] = [3.5, 6]; row 2: [2 - 2 + 0.5, 6 - 4 - 1] = [0.5, 1].
+  EXPECT_EQ(model.forward(kX).to_vector<float>(), (std::vector<float>{3.5f, 6, 0.5f, 1}));
+}
+
+TEST(Linear, BackwardGivesTheClosedFormGradientsAndAccumulates) {
+  dist::Linear model = two_by_two();
+  model.forward(kX);
+  const Tensor grad_out = Tensor::from<float>({1, 2, -1, 0.5f});
+  // dW[j][i] = sum_n g[n][j] x[n][i]; db[j] = sum_n g[n][j]; dx[n][i] = sum_j g[n][j] W[j][i].
+  const Tensor grad_x = model.backward(grad_out);
+  EXPECT_EQ(model.weight().grad.to_vector<float>(), (std::vector<float>{-1, 2, 3, 1.5f}));
+  EXPECT_EQ(model.bias().grad.to_vector<float>(), (std::vector<float>{0, 2.5f}));
+  EXPECT_EQ(grad_x.to_vector<float>(), (std::vector<float>{7, 10, 0.5f, 0}));
+  model.backward(grad_out);  // a second backward adds, as in torch until zero_grad()
+  EXPECT_EQ(model.weight().grad.to_vector<float>(), (std::vector<float>{-2, 4, 6, 3}));
+  dist::SGD(model.parameters(), 0.1).zero_grad();
+  EXPECT_EQ(model.weight().grad.to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+}
+
+// The gradient that backward computes is the slope of the loss: a central finite difference
+// (in double) of mse_loss(forward(x)) with respect to each weight and bias.
+TEST(Linear, GradientsMatchFiniteDifferencesOfTheLoss) {
+  const std::vector<float> w = {0.3f, -0.7f, 1.1f, 0.2f, -0.4f, 0.9f}, b = {0.05f, -0.15f};
+  const Tensor x = Tensor::from<float>({0.5f, -1, 2, 1.5f, 0.25f, -0.75f, -2, 1, 0.125f});
+  const Tensor y = Tensor::from<float>({1, -1, 0.5f, 2, -0.5f, 0.25f});
+  const auto loss_at = [&](std::vector<float> w2, std::vector<float> b2) {
+    dist::Linear m(3, 2, {std::move(w2), std::move(b2)});
+    return dist::mse_loss(m.forward(x), y).loss;
+  };
+  dist::Linear model(3, 2, {w, b});
+  model.backward(dist::mse_loss(model.forward(x), y).grad);
+  const double h = 1.0 / 1024;  // exact in float32, so w +- h is what the loss sees
+  for (std::size_t k = 0; k < w.size(); ++k) {
+    auto up = w, down = w;
+    up[k] += static_cast<float>(h), down[k] -= static_cast<float>(h);
+    const double slope = (loss_at(up, b) - loss_at(down, b)) / (2 * h);
+    EXPECT_NEAR(model.weight().grad.item(static_cast<std::int64_t>(k)), slope, 1e-4) << "w" << k;
+  }
+  for (std::size_t k = 0; k < b.size(); ++k) {
+    auto up = b, down = b;
+    up[k] += static_cast<float>(h), down[k] -= static_cast<float>(h);
+    const double slope = (loss_at(w, up) - loss_at(w, down)) / (2 * h);
+    EXPECT_NEAR(model.bias().grad.item(static_cast<std::int64_t>(k)), slope, 1e-4) << "b" << k;
+  }
+}
+
+TEST(MseLoss, IsTheMeanSquareAndItsGradientIsTwoDiffOverN) {
+  const dist::MseLoss l =
+      dist::mse_loss(Tensor::from<float>({1, 2, 3, 4}), Tensor::from<float>({0, 2, 5, 3}));
+  EXPECT_DOUBLE_EQ(l.loss, (1.0 + 0 + 4 + 1) / 4);
+  EXPECT_EQ(l.grad.to_vector<float>(), (std::vector<float>{0.5f, 0, -1, 0.5f}));
+}
+
+TEST(Sgd, StepsAgainstTheGradientByTheLearningRate) {
+  dist::Linear model(1, 1, {{2}, {1}});
+  model.forward(Tensor::from<float>({1, 3}));
+  model.backward(Tensor::from<float>({0.5f, 0.5f}));  // dW = 2, db = 1
+  dist::SGD(model.parameters(), 0.25).step();
+  EXPECT_EQ(model.weight().data.item(0), 1.5);
+  EXPECT_EQ(model.bias().data.item(0), 0.75);
+}
+
+TEST(Nn, BadShapesAndTypesAreConfigErrorsThatSayWhatToFix) {
+  EXPECT_TRUE(contains(config_error([] {
+                         dist::Linear(2, 2, {{1, 2, 3}, {0, 0}});
+                       }),
+                       "Linear(2, 2) needs 4 initial weights and 2 biases, got 3 and 2"));
+  EXPECT_TRUE(contains(config_error([] { dist::Linear(0, 1, {{}, {0}}); }), "at least 1"));
+  dist::Linear model = two_by_two();
+  EXPECT_TRUE(contains(config_error([&] {
+                         model.forward(Tensor::from<float>({1, 2, 3}));
+                       }),
+                       "3 input values are not whole rows of in_features = 2"));
+  EXPECT_TRUE(contains(config_error([&] {
+                         model.forward(Tensor::from<double>({1, 2}));
+                       }),
+                       "must be float32"));
+  model.forward(kX);
+  EXPECT_TRUE(contains(config_error([&] { model.backward(Tensor::from<float>({1})); }),
+                       "call forward before backward, on the same batch"));
+  EXPECT_TRUE(contains(config_error([] {
+                         dist::mse_loss(Tensor::from<float>({1, 2}), Tensor::from<float>({1}));
+                       }),
+                       "the input has 2 values and the target 1"));
+  EXPECT_TRUE(contains(config_error([&] { dist::SGD(model.parameters(), 0); }),
+                       "learning rate must be positive"));
+}
+
+}  // namespace
