@@ -6,15 +6,20 @@
       checks that it exits 0 and that rank 0 printed its "OK" line (every chapter checks its own
       result against a closed form and prints OK or MISMATCH).
 
-  chapter_check.py parity BIN_DIR PROGRAM TWIN_PY CASE...
+  chapter_check.py parity BIN_DIR PROGRAM TWIN_PY [--rtol R] CASE...
       Runs the C++ chapter and its PyTorch twin (Debian's /usr/bin/python3 with python3-torch,
       gloo backend) with the same CASE, both under ddprun, and compares their standard output as
       multisets of lines: ranks print concurrently, so the order of lines may differ, but every
       line must be the same, as many times. The twin prints what a reader of the seeds would
       compute with PyTorch; equal lines mean equal values, tensor for tensor.
+      With --rtol (chapters that train in float32, where torch sums in another order), each
+      rank's lines are compared in order instead: the words must be equal, integers too, and each
+      decimal number must be within R relative of the twin's, or differ by at most one unit in
+      its last printed digit.
 
 Each run has a 120 s deadline. Exit 0 when every case passes, 1 otherwise.
 """
+import re
 import shlex
 import subprocess
 import sys
@@ -63,21 +68,75 @@ def check_run(bin_dir, program, cases):
     return failures
 
 
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+RANK_PREFIX = re.compile(r"^\[rank \d+/\d+\] ")
+
+
+def close(ours, theirs, rtol):
+    """Equal words and integers; decimals within rtol, or one unit of the last printed digit."""
+    if NUMBER.sub("#", ours) != NUMBER.sub("#", theirs):
+        return False
+    for a, b in zip(NUMBER.findall(ours), NUMBER.findall(theirs)):
+        if a == b:
+            continue
+        if "." not in a or "." not in b:
+            return False
+        x, y = float(a), float(b)
+        last_digit = 10.0 ** -min(len(a.split(".")[1].split("e")[0]),
+                                  len(b.split(".")[1].split("e")[0]))
+        if abs(x - y) > max(rtol * max(abs(x), abs(y)), last_digit * 1.000001):
+            return False
+    return True
+
+
+def by_rank(text):
+    """Each rank's lines, in the order that rank printed them."""
+    ranks = {}
+    for line in text.splitlines():
+        m = RANK_PREFIX.match(line)
+        ranks.setdefault(m.group(0) if m else "", []).append(line)
+    return ranks
+
+
+def differences(ours, theirs, rtol):
+    """Lines only one side printed: (only_theirs, only_ours)."""
+    if rtol is None:
+        got, want = Counter(ours.splitlines()), Counter(theirs.splitlines())
+        return sorted((want - got).elements()), sorted((got - want).elements())
+    mine, twins = by_rank(ours), by_rank(theirs)
+    only_theirs, only_ours = [], []
+    for prefix in sorted(set(mine) | set(twins)):
+        a, b = mine.get(prefix, []), twins.get(prefix, [])
+        for x, y in zip(a, b):
+            if not close(x, y, rtol):
+                only_ours.append(x)
+                only_theirs.append(y)
+        only_ours += a[len(b):]
+        only_theirs += b[len(a):]
+    return only_theirs, only_ours
+
+
 def check_parity(bin_dir, program, twin, cases):
     failures = 0
+    rtol = None
+    if cases[:1] == ["--rtol"]:
+        rtol, cases = float(cases[1]), cases[2:]
     for case in cases:
         nproc, args = parse_case(case)
         ours = launch(bin_dir, nproc, [f"{bin_dir}/{program}", *args])
         theirs = launch(bin_dir, nproc, [PYTHON, twin, *args])
-        got, want = Counter(ours.stdout.splitlines()), Counter(theirs.stdout.splitlines())
-        if ours.returncode == 0 and theirs.returncode == 0 and got == want and got:
-            print(f"ok: {program} == {twin} for {case} ({sum(got.values())} lines)")
+        only_theirs, only_ours = differences(ours.stdout, theirs.stdout, rtol)
+        lines = len(ours.stdout.splitlines())
+        if ours.returncode == 0 and theirs.returncode == 0 and not only_theirs and not only_ours \
+                and lines:
+            within = f", numbers within rtol {rtol}" if rtol is not None else ""
+            print(f"ok: {program} == {twin} for {case} ({lines} lines{within})")
             continue
         failures += 1
         print(f"FAIL: {program} and its twin differ for {case}")
-        for line in sorted((want - got).elements())[:20]:
+        for line in only_theirs[:20]:
             print(f"  only PyTorch printed: {line}")
-        for line in sorted((got - want).elements())[:20]:
+        for line in only_ours[:20]:
             print(f"  only C++ printed:     {line}")
         if ours.returncode != 0:
             show(program, ours)

@@ -1,0 +1,124 @@
+"""Chapter 08's twin: seed 001's linear model trained with PyTorch's DistributedDataParallel (gloo).
+
+Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
+    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--epochs 20 ...]
+It takes the flags of ch08_ddp_linear and prints the same lines. The data and every rank's
+initial weights are the same bits as in main.cpp (both come from torch.randint's draws); the
+losses and weights then agree to float32 rounding, which tests/chapters/chapter_check.py parity
+--rtol checks.
+"""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.optim as optim
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import BatchSampler
+from torch.utils.data.distributed import DistributedSampler
+
+STEPS = 1 << 24
+PREFIX = {}
+
+
+def out(text):
+    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
+
+
+def out0(text):
+    if PREFIX["rank"] == 0:
+        out(text)
+
+
+def make_dataset(n, seed):
+    """Seed 001's x and y = 3x + 2 + noise, as main.cpp's make_dataset builds them."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    kx = torch.randint(0, STEPS, (n,), generator=g).tolist()
+    kn = torch.randint(0, STEPS, (n,), generator=g).tolist()
+    x = torch.tensor([4.0 * k / STEPS - 2.0 for k in kx], dtype=torch.float32)
+    noise = [(k / STEPS - 0.5) * 0.2 for k in kn]
+    y = torch.tensor([3.0 * xi + 2.0 + e for xi, e in zip(x.tolist(), noise)], dtype=torch.float32)
+    return x.reshape(n, 1), y.reshape(n, 1)
+
+
+def initial_weights(model, seed, rank):
+    g = torch.Generator()
+    g.manual_seed(seed + 1 + rank)
+    k = torch.randint(0, STEPS, (2,), generator=g).tolist()
+    with torch.no_grad():
+        model.weight.fill_(k[0] / float(1 << 23) - 1.0)
+        model.bias.fill_(k[1] / float(1 << 23) - 1.0)
+
+
+def least_squares(x, y):
+    x, y = x.double().flatten(), y.double().flatten()
+    mx, my = x.mean(), y.mean()
+    w = ((x - mx) * (y - my)).sum() / ((x - mx) ** 2).sum()
+    return w.item(), (my - w * mx).item()
+
+
+def weights(model, decimals=6):
+    w, b = model.weight.item(), model.bias.item()
+    return f"w = {w:.{decimals}f}, b = {b:.{decimals}f}"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--samples", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    PREFIX.update(rank=rank, world=world)
+    x, y = make_dataset(args.samples, args.seed)
+    w_star, b_star = least_squares(x, y)
+    out0(f"{args.samples} samples of y = 3x + 2 + noise; least squares: "
+         f"w* = {w_star:.6f}, b* = {b_star:.6f}")
+
+    model = nn.Linear(1, 1)
+    initial_weights(model, args.seed, rank)
+    out(f"initial weights (its own draw): {weights(model)}")
+    ddp = DDP(model)  # broadcasts rank 0's parameters
+    out(f"after DistributedDataParallel(): {weights(model)} (rank 0's)")
+
+    criterion = nn.MSELoss()
+    optimizer = optim.SGD(ddp.parameters(), lr=args.lr)
+    sampler = DistributedSampler(range(args.samples), seed=args.seed)
+    losses = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        sums = torch.zeros(2, dtype=torch.float64)
+        for batch in BatchSampler(sampler, args.batch_size, drop_last=False):
+            optimizer.zero_grad()
+            loss = criterion(ddp(x[batch]), y[batch])
+            loss.backward()  # DDP averages the gradients here
+            optimizer.step()
+            sums += torch.tensor([loss.item() * len(batch), len(batch)], dtype=torch.float64)
+        dist.all_reduce(sums)
+        losses.append((sums[0] / sums[1]).item())
+    for epoch, loss in enumerate(losses):
+        out0(f"epoch {epoch:2d}: loss {loss:.6f}")
+
+    out(f"final: {weights(model, 8)}")
+    everyone = [torch.empty(2) for _ in range(world)]
+    mine = torch.cat([model.weight.detach().flatten(), model.bias.detach()])
+    dist.all_gather(everyone, mine)
+    identical = all(torch.equal(t, mine) for t in everyone)
+    near = abs(model.weight.item() - w_star) < 0.02 and abs(model.bias.item() - b_star) < 0.02
+    ok = torch.tensor([int(identical and near and losses[-1] < losses[0])])
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    dist.destroy_process_group()
+    if ok.item() != 1:
+        out0("MISMATCH: the replicas differ or the fit is not near least squares")
+        raise SystemExit(1 if rank == 0 else 0)
+    out0("OK: the replicas are bit-identical and the fit is within 0.02 of least squares")
+
+
+if __name__ == "__main__":
+    main()
