@@ -4,6 +4,8 @@
 // summed in another order on the GPU, can differ in its last bits).
 #include "dist/nn.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -30,6 +32,78 @@ void require_same_device(const Tensor& t, Device device, const char* what) {
 Tensor from_floats(const std::vector<float>& values, Device device) {
   return Tensor::from(values, device);
 }
+
+std::int64_t whole_rows(const Tensor& x, std::int64_t features, const char* what) {
+  if (x.numel() % features != 0) {
+    throw ConfigError(std::string(what) + ": " + std::to_string(x.numel()) +
+                      " values are not whole rows of " + std::to_string(features) + " features");
+  }
+  return x.numel() / features;
+}
+
+// The CPU loops of the kernels in gpu.h, in the same order.
+namespace cpu {
+
+void batchnorm_sums(const float* a, const float* b, double* sums, std::int64_t rows,
+                    std::int64_t features) {
+  for (std::int64_t c = 0; c < features; ++c) {
+    double first = 0, second = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double v = a[r * features + c];
+      if (b != nullptr) {
+        first += v * b[r * features + c];
+        second += v;
+      } else {
+        first += v;
+        second += v * v;
+      }
+    }
+    sums[c] = first;
+    sums[features + c] = second;
+  }
+}
+
+void batchnorm_apply(const float* x, const double* mean, const double* invstd, const float* weight,
+                     const float* bias, float* xhat, float* out, std::int64_t rows,
+                     std::int64_t features) {
+  for (std::int64_t k = 0; k < rows * features; ++k) {
+    const std::int64_t c = k % features;
+    const double h = (x[k] - mean[c]) * invstd[c];
+    if (xhat != nullptr) xhat[k] = static_cast<float>(h);
+    out[k] = static_cast<float>(weight[c] * h + bias[c]);
+  }
+}
+
+void batchnorm_grad_input(const float* g, const float* xhat, const float* weight,
+                          const double* invstd, const double* sums, double count, float* gx,
+                          std::int64_t rows, std::int64_t features) {
+  for (std::int64_t k = 0; k < rows * features; ++k) {
+    const std::int64_t c = k % features;
+    const double mean_dy_xhat = sums[c] / count, mean_dy = sums[features + c] / count;
+    gx[k] = static_cast<float>(weight[c] * invstd[c] * (g[k] - mean_dy - xhat[k] * mean_dy_xhat));
+  }
+}
+
+void cross_entropy(const float* logits, const std::int64_t* labels, float* grad, double* loss,
+                   std::int64_t* correct, std::int64_t rows, std::int64_t classes) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * classes;
+    std::int64_t best = 0;
+    for (std::int64_t k = 1; k < classes; ++k) best = row[k] > row[best] ? k : best;
+    double total = 0;
+    for (std::int64_t k = 0; k < classes; ++k) total += std::exp(double{row[k]} - row[best]);
+    const std::int64_t label = labels[r];
+    loss[r] = std::log(total) + row[best] - row[label];
+    correct[r] = best == label ? 1 : 0;
+    for (std::int64_t k = 0; k < classes; ++k) {
+      const double p = std::exp(double{row[k]} - row[best]) / total;
+      grad[r * classes + k] =
+          static_cast<float>((p - (k == label ? 1.0 : 0.0)) / static_cast<double>(rows));
+    }
+  }
+}
+
+}  // namespace cpu
 
 }  // namespace
 
@@ -119,6 +193,193 @@ Tensor Linear::backward(const Tensor& grad_out) {
     }
   }
   return grad_x;
+}
+
+Tensor ReLU::forward(const Tensor& x) {
+  require_float32(x, "ReLU.forward's input");
+  Tensor out(x.numel(), kFloat32, x.device());
+  const float* in = x.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  if (x.is_cuda()) {
+    gpu::relu_forward(in, o, x.numel(), x.device().index());
+  } else {
+    for (std::int64_t k = 0; k < x.numel(); ++k) o[k] = in[k] > 0 ? in[k] : 0.0f;
+  }
+  input_ = x;
+  return out;
+}
+
+Tensor ReLU::backward(const Tensor& grad_out) {
+  require_float32(grad_out, "ReLU.backward's gradient");
+  require_same_device(grad_out, input_.device(), "ReLU.backward's gradient");
+  if (grad_out.numel() != input_.numel()) {
+    throw ConfigError("ReLU.backward: the gradient has " + std::to_string(grad_out.numel()) +
+                      " values, the last forward had " + std::to_string(input_.numel()));
+  }
+  Tensor grad_x(grad_out.numel(), kFloat32, grad_out.device());
+  const float* x = input_.data_ptr<float>();
+  const float* g = grad_out.data_ptr<float>();
+  float* gx = grad_x.data_ptr<float>();
+  if (grad_out.is_cuda()) {
+    gpu::relu_backward(x, g, gx, grad_out.numel(), grad_out.device().index());
+  } else {
+    for (std::int64_t k = 0; k < grad_out.numel(); ++k) gx[k] = x[k] > 0 ? g[k] : 0.0f;
+  }
+  return grad_x;
+}
+
+BatchNorm1d::BatchNorm1d(std::int64_t features, Device device, ProcessGroup* sync_group, double eps,
+                         double momentum)
+    : features_(features), sync_group_(sync_group), eps_(eps), momentum_(momentum) {
+  if (features < 1) throw ConfigError("BatchNorm1d needs at least 1 feature");
+  const std::vector<float> ones(static_cast<std::size_t>(features), 1.0f);
+  weight_ = {"weight", from_floats(ones, device), zeros(features, kFloat32, device)};
+  bias_ = {"bias", zeros(features, kFloat32, device), zeros(features, kFloat32, device)};
+  running_mean_ = zeros(features, kFloat32, device);
+  running_var_ = from_floats(ones, device);
+}
+
+Tensor BatchNorm1d::forward(const Tensor& x) {
+  const Device device = weight_.data.device();
+  require_float32(x, "BatchNorm1d.forward's input");
+  require_same_device(x, device, "BatchNorm1d.forward's input");
+  const std::int64_t rows = whole_rows(x, features_, "BatchNorm1d.forward");
+  const auto c_count = static_cast<std::size_t>(features_);
+  std::vector<double> mean(c_count), invstd(c_count);
+  if (training_) {
+    // Sum and sum of squares per feature, and the row count: this rank's, or with SyncBatchNorm
+    // every rank's (one all_reduce of 2C + 1 float64 values).
+    Tensor stats(2 * features_ + 1, kFloat64, device);
+    if (device.is_cuda()) {
+      gpu::batchnorm_sums(x.data_ptr<float>(), nullptr, stats.data_ptr<double>(), rows, features_,
+                          device.index());
+    } else {
+      cpu::batchnorm_sums(x.data_ptr<float>(), nullptr, stats.data_ptr<double>(), rows, features_);
+    }
+    stats.set(2 * features_, static_cast<double>(rows));
+    if (sync_group_ != nullptr) sync_group_->all_reduce(stats, ReduceOp::SUM);
+    const std::vector<double> s = stats.to_vector<double>();
+    const double count = s[2 * c_count];
+    if (count < 2) {
+      throw ConfigError("BatchNorm1d in training needs more than 1 row in the batch" +
+                        std::string(sync_group_ ? " (over all ranks)" : "") + ", got " +
+                        std::to_string(static_cast<std::int64_t>(count)) +
+                        ": the variance of one value is 0; use a larger batch");
+    }
+    std::vector<float> run_mean = running_mean_.to_vector<float>();
+    std::vector<float> run_var = running_var_.to_vector<float>();
+    for (std::size_t c = 0; c < c_count; ++c) {
+      mean[c] = s[c] / count;
+      const double var = std::max(s[c_count + c] / count - mean[c] * mean[c], 0.0);
+      invstd[c] = 1.0 / std::sqrt(var + eps_);
+      // torch keeps the unbiased variance in running_var.
+      run_mean[c] = static_cast<float>((1 - momentum_) * run_mean[c] + momentum_ * mean[c]);
+      run_var[c] =
+          static_cast<float>((1 - momentum_) * run_var[c] + momentum_ * var * count / (count - 1));
+    }
+    running_mean_ = from_floats(run_mean, device);
+    running_var_ = from_floats(run_var, device);
+    rows_ = rows;
+    global_rows_ = static_cast<std::int64_t>(count);
+  } else {
+    const std::vector<float> run_mean = running_mean_.to_vector<float>();
+    const std::vector<float> run_var = running_var_.to_vector<float>();
+    for (std::size_t c = 0; c < c_count; ++c) {
+      mean[c] = run_mean[c];
+      invstd[c] = 1.0 / std::sqrt(double{run_var[c]} + eps_);
+    }
+  }
+  const Tensor mean_t = Tensor::from(mean, device);
+  invstd_ = Tensor::from(invstd, device);
+  Tensor out(x.numel(), kFloat32, device);
+  if (training_) xhat_ = Tensor(x.numel(), kFloat32, device);
+  float* xhat = training_ ? xhat_.data_ptr<float>() : nullptr;
+  if (device.is_cuda()) {
+    gpu::batchnorm_apply(x.data_ptr<float>(), mean_t.data_ptr<double>(), invstd_.data_ptr<double>(),
+                         weight_.data.data_ptr<float>(), bias_.data.data_ptr<float>(), xhat,
+                         out.data_ptr<float>(), rows, features_, device.index());
+  } else {
+    cpu::batchnorm_apply(x.data_ptr<float>(), mean_t.data_ptr<double>(), invstd_.data_ptr<double>(),
+                         weight_.data.data_ptr<float>(), bias_.data.data_ptr<float>(), xhat,
+                         out.data_ptr<float>(), rows, features_);
+  }
+  return out;
+}
+
+Tensor BatchNorm1d::backward(const Tensor& grad_out) {
+  const Device device = weight_.data.device();
+  require_float32(grad_out, "BatchNorm1d.backward's gradient");
+  require_same_device(grad_out, device, "BatchNorm1d.backward's gradient");
+  if (!training_ || grad_out.numel() != rows_ * features_) {
+    throw ConfigError(
+        "BatchNorm1d.backward needs the gradient of the last training-mode "
+        "forward (" +
+        std::to_string(rows_ * features_) + " values), got " + std::to_string(grad_out.numel()));
+  }
+  // sum(dy * xhat) and sum(dy) per feature: this rank's are the gradients of weight and bias;
+  // their sum over every rank (SyncBatchNorm) is what the input's gradient needs.
+  Tensor sums(2 * features_, kFloat64, device);
+  if (device.is_cuda()) {
+    gpu::batchnorm_sums(grad_out.data_ptr<float>(), xhat_.data_ptr<float>(),
+                        sums.data_ptr<double>(), rows_, features_, device.index());
+  } else {
+    cpu::batchnorm_sums(grad_out.data_ptr<float>(), xhat_.data_ptr<float>(),
+                        sums.data_ptr<double>(), rows_, features_);
+  }
+  const Tensor local = sums.to(kFloat32);
+  weight_.grad += local.slice(0, features_);
+  bias_.grad += local.slice(features_, features_);
+  if (sync_group_ != nullptr) sync_group_->all_reduce(sums, ReduceOp::SUM);
+  Tensor grad_x(grad_out.numel(), kFloat32, device);
+  if (device.is_cuda()) {
+    gpu::batchnorm_grad_input(grad_out.data_ptr<float>(), xhat_.data_ptr<float>(),
+                              weight_.data.data_ptr<float>(), invstd_.data_ptr<double>(),
+                              sums.data_ptr<double>(), static_cast<double>(global_rows_),
+                              grad_x.data_ptr<float>(), rows_, features_, device.index());
+  } else {
+    cpu::batchnorm_grad_input(grad_out.data_ptr<float>(), xhat_.data_ptr<float>(),
+                              weight_.data.data_ptr<float>(), invstd_.data_ptr<double>(),
+                              sums.data_ptr<double>(), static_cast<double>(global_rows_),
+                              grad_x.data_ptr<float>(), rows_, features_);
+  }
+  return grad_x;
+}
+
+CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, std::int64_t classes) {
+  require_float32(logits, "cross_entropy's logits");
+  require_same_device(labels, logits.device(), "cross_entropy's labels");
+  if (labels.dtype() != kInt64) {
+    throw ConfigError("cross_entropy's labels must be int64 (dist::kInt64), got " +
+                      std::string(dtype_name(labels.dtype())));
+  }
+  const std::int64_t rows = whole_rows(logits, classes, "cross_entropy");
+  if (rows != labels.numel() || rows == 0) {
+    throw ConfigError("cross_entropy: " + std::to_string(rows) + " rows of logits but " +
+                      std::to_string(labels.numel()) + " labels; one label per row, and not 0");
+  }
+  for (std::int64_t label : labels.to_vector<std::int64_t>()) {
+    if (label < 0 || label >= classes) {
+      throw ConfigError("cross_entropy: label " + std::to_string(label) + " is outside [0, " +
+                        std::to_string(classes - 1) + "]");
+    }
+  }
+  const Device device = logits.device();
+  CrossEntropy result{0, Tensor(logits.numel(), kFloat32, device), 0};
+  Tensor loss(rows, kFloat64, device), correct(rows, kInt64, device);
+  if (device.is_cuda()) {
+    gpu::cross_entropy(logits.data_ptr<float>(), labels.data_ptr<std::int64_t>(),
+                       result.grad.data_ptr<float>(), loss.data_ptr<double>(),
+                       correct.data_ptr<std::int64_t>(), rows, classes, device.index());
+  } else {
+    cpu::cross_entropy(logits.data_ptr<float>(), labels.data_ptr<std::int64_t>(),
+                       result.grad.data_ptr<float>(), loss.data_ptr<double>(),
+                       correct.data_ptr<std::int64_t>(), rows, classes);
+  }
+  double total = 0;
+  for (double l : loss.to_vector<double>()) total += l;
+  result.loss = total / static_cast<double>(rows);
+  for (std::int64_t c : correct.to_vector<std::int64_t>()) result.correct += c;
+  return result;
 }
 
 MseLoss mse_loss(const Tensor& out, const Tensor& target) {

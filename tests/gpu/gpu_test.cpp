@@ -320,6 +320,33 @@ TEST(GpuNn, LinearLossAndSgdGiveTheCpuBits) {
   }
 }
 
+// ReLU, BatchNorm1d (training and evaluation) and cross_entropy: the GPU kernels give the CPU's
+// bits for outputs and gradients.
+TEST(GpuNn, ReluBatchNormAndCrossEntropyGiveTheCpuBits) {
+  std::vector<float> xs;
+  for (int i = 0; i < 4 * 29; ++i) xs.push_back(static_cast<float>((i * 7919) % 53) / 13.0f - 2);
+  const Tensor x = Tensor::from(xs);
+  dist::ReLU relu_cpu, relu_gpu;
+  EXPECT_TRUE(relu_gpu.forward(x.cuda()).cpu().equal(relu_cpu.forward(x)));
+  EXPECT_TRUE(relu_gpu.backward(x.cuda()).cpu().equal(relu_cpu.backward(x)));
+  dist::BatchNorm1d bn_cpu(4), bn_gpu(4, kGpu);
+  EXPECT_TRUE(bn_gpu.forward(x.cuda()).cpu().equal(bn_cpu.forward(x)));
+  EXPECT_TRUE(bn_gpu.backward(x.cuda()).cpu().equal(bn_cpu.backward(x)));
+  EXPECT_TRUE(bn_gpu.weight().grad.cpu().equal(bn_cpu.weight().grad));
+  EXPECT_TRUE(bn_gpu.running_var().cpu().equal(bn_cpu.running_var()));
+  bn_cpu.train(false);
+  bn_gpu.train(false);
+  EXPECT_TRUE(bn_gpu.forward(x.cuda()).cpu().equal(bn_cpu.forward(x)));
+  std::vector<std::int64_t> labels;
+  for (int r = 0; r < 29; ++r) labels.push_back(r % 4);
+  const Tensor y = Tensor::from(labels);
+  const dist::CrossEntropy ce_cpu = dist::cross_entropy(x, y, 4);
+  const dist::CrossEntropy ce_gpu = dist::cross_entropy(x.cuda(), y.cuda(), 4);
+  EXPECT_TRUE(ce_gpu.grad.cpu().equal(ce_cpu.grad));
+  EXPECT_EQ(ce_gpu.correct, ce_cpu.correct);
+  EXPECT_NEAR(ce_gpu.loss, ce_cpu.loss, 1e-12 * ce_cpu.loss);
+}
+
 // DDP over NCCL with one rank: the broadcast keeps the weights, the average is the gradient itself.
 TEST_F(WorldOfOne, DdpOverNcclKeepsTheGradientOfASingleRank) {
   init("nccl");

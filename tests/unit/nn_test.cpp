@@ -120,3 +120,88 @@ TEST(Nn, BadShapesAndTypesAreConfigErrorsThatSayWhatToFix) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ReLU, KeepsPositiveValuesAndTheirGradients) {
+  dist::ReLU relu;
+  EXPECT_EQ(relu.forward(Tensor::from<float>({-1, 0, 2.5f, -0.5f})).to_vector<float>(),
+            (std::vector<float>{0, 0, 2.5f, 0}));
+  EXPECT_EQ(relu.backward(Tensor::from<float>({1, 2, 3, 4})).to_vector<float>(),
+            (std::vector<float>{0, 0, 3, 0}));
+}
+
+// Two rows of three classes. Row 0: logits (0, ln 2, 0), label 1: softmax (1/4, 1/2, 1/4), loss
+// ln 2. Row 1: logits (1, 1, 1), label 2: softmax 1/3 each, loss ln 3, argmax 0 (the first).
+TEST(CrossEntropy, IsTheMeanNegativeLogSoftmaxAndItsGradient) {
+  const auto ln2 = static_cast<float>(std::log(2.0));
+  const dist::CrossEntropy ce = dist::cross_entropy(Tensor::from<float>({0, ln2, 0, 1, 1, 1}),
+                                                    Tensor::from<std::int64_t>({1, 2}), 3);
+  EXPECT_NEAR(ce.loss, (std::log(2.0) + std::log(3.0)) / 2, 1e-7);
+  EXPECT_EQ(ce.correct, 1);
+  const std::vector<float> g = ce.grad.to_vector<float>();
+  const std::vector<double> want = {0.25 / 2, -0.5 / 2, 0.25 / 2, 1 / 6.0, 1 / 6.0, -2 / 6.0};
+  for (std::size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(g[k], want[k], 1e-7) << k;
+  EXPECT_TRUE(contains(
+      config_error([] {
+        dist::cross_entropy(Tensor::from<float>({0, 0}), Tensor::from<std::int64_t>({2}), 2);
+      }),
+      "label 2 is outside [0, 1]"));
+}
+
+// Training mode: each feature normalised by the batch's mean and biased variance; the running
+// statistics move by momentum 0.1 towards the mean and the unbiased variance.
+TEST(BatchNorm1d, NormalisesEachFeatureWithTheBatchStatistics) {
+  dist::BatchNorm1d bn(2);
+  // Feature 0: 1, 3 (mean 2, var 1); feature 1: 10, 10, (mean 10, var 0).
+  const std::vector<float> out = bn.forward(Tensor::from<float>({1, 10, 3, 10})).to_vector<float>();
+  const double s = 1 / std::sqrt(1 + 1e-5);
+  EXPECT_NEAR(out[0], -s, 1e-6);
+  EXPECT_NEAR(out[2], s, 1e-6);
+  EXPECT_NEAR(out[1], 0, 1e-6);
+  EXPECT_NEAR(bn.running_mean().item(0), 0.2, 1e-7);
+  EXPECT_NEAR(bn.running_mean().item(1), 1.0, 1e-6);
+  EXPECT_NEAR(bn.running_var().item(0), 0.9 + 0.1 * 2, 1e-6);  // unbiased: 1 * 2 / (2 - 1)
+  EXPECT_NEAR(bn.running_var().item(1), 0.9, 1e-6);
+  bn.train(false);  // evaluation uses the running statistics
+  const std::vector<float> eval = bn.forward(Tensor::from<float>({0.2f, 1})).to_vector<float>();
+  EXPECT_NEAR(eval[0], 0, 1e-6);
+  EXPECT_NEAR(eval[1], 0, 1e-6);
+  EXPECT_TRUE(contains(config_error([] {
+                         dist::BatchNorm1d(3).forward(Tensor::from<float>({1, 2, 3}));
+                       }),
+                       "needs more than 1 row"));
+}
+
+// backward is the derivative of forward: finite differences (in double) of
+// L = sum(out * c) with respect to every input, weight and bias, in training mode.
+TEST(BatchNorm1d, GradientsMatchFiniteDifferences) {
+  const std::vector<float> x = {0.5f, -1, 2, 1.5f, 0.25f, -0.75f, -2, 1, 0.125f, 3, -0.5f, 0.75f};
+  const std::vector<float> c = {1, -2, 0.5f, 0.25f, 1.5f, -1, 2, 0.75f, -0.5f, 1, -1.25f, 0.5f};
+  const auto loss = [&](const std::vector<float>& input, float w0, float b1) {
+    dist::BatchNorm1d bn(3);
+    bn.parameters()[0]->data.set(0, w0);
+    bn.parameters()[1]->data.set(1, b1);
+    const std::vector<float> out = bn.forward(Tensor::from(input)).to_vector<float>();
+    double l = 0;
+    for (std::size_t k = 0; k < out.size(); ++k) l += double{out[k]} * c[k];
+    return l;
+  };
+  dist::BatchNorm1d bn(3);
+  bn.parameters()[0]->data.set(0, 1.5);
+  bn.parameters()[1]->data.set(1, -0.5);
+  bn.forward(Tensor::from(x));
+  const std::vector<float> gx = bn.backward(Tensor::from(c)).to_vector<float>();
+  const float h = 1.0f / 256;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    auto up = x, down = x;
+    up[k] += h, down[k] -= h;
+    EXPECT_NEAR(gx[k], (loss(up, 1.5f, -0.5f) - loss(down, 1.5f, -0.5f)) / (2 * h), 2e-3) << k;
+  }
+  EXPECT_NEAR(bn.weight().grad.item(0),
+              (loss(x, 1.5f + h, -0.5f) - loss(x, 1.5f - h, -0.5f)) / (2 * h), 1e-3);
+  EXPECT_NEAR(bn.bias().grad.item(1),
+              (loss(x, 1.5f, -0.5f + h) - loss(x, 1.5f, -0.5f - h)) / (2 * h), 1e-3);
+}
+
+}  // namespace

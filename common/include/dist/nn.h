@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dist/device.h"
+#include "dist/process_group.h"
 #include "dist/tensor.h"
 
 namespace dist {
@@ -62,6 +63,68 @@ class Linear {
   Parameter weight_, bias_;
   Tensor input_;  // the last forward's x
 };
+
+// torch.nn.ReLU: out = max(x, 0); backward passes the gradient where x > 0.
+class ReLU {
+ public:
+  Tensor forward(const Tensor& x);
+  Tensor backward(const Tensor& grad_out);
+
+ private:
+  Tensor input_;
+};
+
+// torch.nn.BatchNorm1d(features) on a batch of rows, and torch.nn.SyncBatchNorm when given a
+// process group. In training each feature is normalised with the mean and (biased) variance of
+// the batch, then scaled and shifted: out = weight * (x - mean) / sqrt(var + eps) + bias; the
+// running statistics follow with `momentum` (the variance unbiased, as torch keeps it). In
+// evaluation the running statistics are used.
+//
+// SyncBatchNorm: the batch is the union of every rank's batch. forward all_reduces each
+// feature's sum, sum of squares and count (in float64) over `sync_group`, so every rank
+// normalises with the statistics of the whole global batch; backward all_reduces the two sums
+// it needs the same way. With equal per-rank batches, N ranks give exactly what BatchNorm1d
+// gives one process on the N batches together (tests/multiprocess/sync_batchnorm_test.cpp).
+// PyTorch's SyncBatchNorm needs GPUs; this one runs on the CPU too. Every rank of `sync_group`
+// must call forward and backward in step: they are collectives.
+class BatchNorm1d {
+ public:
+  explicit BatchNorm1d(std::int64_t features, Device device = Device::cpu(),
+                       ProcessGroup* sync_group = nullptr, double eps = 1e-5,
+                       double momentum = 0.1);
+
+  Tensor forward(const Tensor& x);  // x: batch * features
+  Tensor backward(const Tensor& grad_out);
+  void train(bool on) { training_ = on; }  // model.train() / model.eval()
+  bool training() const { return training_; }
+
+  std::vector<Parameter*> parameters() { return {&weight_, &bias_}; }
+  const Parameter& weight() const { return weight_; }
+  const Parameter& bias() const { return bias_; }
+  // Buffers, not parameters: saved in checkpoints, never averaged by DDP.
+  Tensor& running_mean() { return running_mean_; }
+  Tensor& running_var() { return running_var_; }
+  bool synchronized() const { return sync_group_ != nullptr; }
+
+ private:
+  std::int64_t features_;
+  ProcessGroup* sync_group_;
+  double eps_, momentum_;
+  bool training_ = true;
+  Parameter weight_, bias_;
+  Tensor running_mean_, running_var_;
+  Tensor xhat_, invstd_;  // the last training forward's normalised input and 1 / sqrt(var + eps)
+  std::int64_t rows_ = 0, global_rows_ = 0;
+};
+
+// torch.nn.CrossEntropyLoss() (reduction 'mean') on logits (batch * classes) and int64 labels:
+// loss = mean(log(sum_k exp(logit_k)) - logit_label), gradient (softmax - one_hot(label)) / batch.
+struct CrossEntropy {
+  double loss = 0;
+  Tensor grad;
+  std::int64_t correct = 0;  // rows whose largest logit is the label's (for accuracy)
+};
+CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, std::int64_t classes);
 
 // torch.nn.MSELoss() (reduction 'mean'): loss = mean((out - target)^2), and the gradient
 // d loss / d out = 2 (out - target) / n that backward starts from.

@@ -46,5 +46,25 @@ void linear_backward(const float* x, const float* grad_out, const float* weight,
                      std::int64_t out_features, int device);
 double mse_loss(const float* out, const float* target, float* grad, std::int64_t n, int device);
 void sgd_step(float* param, const float* grad, std::int64_t n, float lr, int device);
+void relu_forward(const float* x, float* out, std::int64_t n, int device);
+void relu_backward(const float* x, const float* grad_out, float* grad_x, std::int64_t n,
+                   int device);
+// sums[c] = sum_r a[r][c] * (b ? b[r][c] : 1) and sums[C + c] = sum_r a[r][c]^2 (b == nullptr) or
+// sum_r a[r][c] (b != nullptr): BatchNorm's per-feature reductions, into float64 `sums` (2C).
+void batchnorm_sums(const float* a, const float* b, double* sums, std::int64_t rows,
+                    std::int64_t features, int device);
+// out = weight * (x - mean) * invstd + bias, and xhat = (x - mean) * invstd when xhat != nullptr.
+void batchnorm_apply(const float* x, const double* mean, const double* invstd, const float* weight,
+                     const float* bias, float* xhat, float* out, std::int64_t rows,
+                     std::int64_t features, int device);
+// dx = weight * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count), with the sums
+// (sum_dy_xhat first, then sum_dy: batchnorm_sums(dy, xhat) order) over `count` rows.
+void batchnorm_grad_input(const float* grad_out, const float* xhat, const float* weight,
+                          const double* invstd, const double* sums, double count, float* grad_x,
+                          std::int64_t rows, std::int64_t features, int device);
+// Per row: loss[r] = logsumexp(logits[r]) - logits[r][label], grad = (softmax - one_hot) / rows,
+// correct[r] = 1 when the label's logit is the largest (the first largest, as argmax).
+void cross_entropy(const float* logits, const std::int64_t* labels, float* grad, double* loss,
+                   std::int64_t* correct, std::int64_t rows, std::int64_t classes, int device);
 
 }  // namespace dist::gpu

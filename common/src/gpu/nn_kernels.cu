@@ -102,7 +102,129 @@ __global__ void sgd_kernel(float* param, const float* grad, std::int64_t n, floa
   if (k < n) param[k] -= lr * grad[k];
 }
 
+__global__ void relu_forward_kernel(const float* x, float* out, std::int64_t n) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[k] = x[k] > 0 ? x[k] : 0.0f;
+}
+
+__global__ void relu_backward_kernel(const float* x, const float* g, float* gx, std::int64_t n) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) gx[k] = x[k] > 0 ? g[k] : 0.0f;
+}
+
+// One thread per feature, rows in order: the same sums, in the same order, as the CPU loop.
+__global__ void batchnorm_sums_kernel(const float* a, const float* b, double* sums,
+                                      std::int64_t rows, std::int64_t features) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= features) return;
+  double first = 0, second = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double v = a[r * features + c];
+    if (b != nullptr) {
+      first += v * b[r * features + c];
+      second += v;
+    } else {
+      first += v;
+      second += v * v;
+    }
+  }
+  sums[c] = first;
+  sums[features + c] = second;
+}
+
+__global__ void batchnorm_apply_kernel(const float* x, const double* mean, const double* invstd,
+                                       const float* weight, const float* bias, float* xhat,
+                                       float* out, std::int64_t rows, std::int64_t features) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= rows * features) return;
+  const std::int64_t c = k % features;
+  const double h = (x[k] - mean[c]) * invstd[c];
+  if (xhat != nullptr) xhat[k] = static_cast<float>(h);
+  out[k] = static_cast<float>(weight[c] * h + bias[c]);
+}
+
+__global__ void batchnorm_grad_input_kernel(const float* g, const float* xhat, const float* weight,
+                                            const double* invstd, const double* sums, double count,
+                                            float* gx, std::int64_t rows, std::int64_t features) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= rows * features) return;
+  const std::int64_t c = k % features;
+  const double mean_dy_xhat = sums[c] / count, mean_dy = sums[features + c] / count;
+  gx[k] = static_cast<float>(weight[c] * invstd[c] * (g[k] - mean_dy - xhat[k] * mean_dy_xhat));
+}
+
+// One thread per row: a log-sum-exp shifted by the row's largest logit, in double.
+__global__ void cross_entropy_kernel(const float* logits, const std::int64_t* labels, float* grad,
+                                     double* loss, std::int64_t* correct, std::int64_t rows,
+                                     std::int64_t classes) {
+  const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const float* row = logits + r * classes;
+  std::int64_t best = 0;
+  for (std::int64_t k = 1; k < classes; ++k) best = row[k] > row[best] ? k : best;
+  double total = 0;
+  for (std::int64_t k = 0; k < classes; ++k) total += exp(double{row[k]} - row[best]);
+  const std::int64_t label = labels[r];
+  loss[r] = log(total) + row[best] - row[label];
+  correct[r] = best == label ? 1 : 0;
+  for (std::int64_t k = 0; k < classes; ++k) {
+    const double p = exp(double{row[k]} - row[best]) / total;
+    grad[r * classes + k] = static_cast<float>((p - (k == label ? 1.0 : 0.0)) / rows);
+  }
+}
+
 }  // namespace
+
+void relu_forward(const float* x, float* out, std::int64_t n, int device) {
+  if (n == 0) return;
+  const DeviceGuard guard(device);
+  relu_forward_kernel<<<blocks_for(n), kThreads>>>(x, out, n);
+  finish("ReLU.forward", device);
+}
+
+void relu_backward(const float* x, const float* grad_out, float* grad_x, std::int64_t n,
+                   int device) {
+  if (n == 0) return;
+  const DeviceGuard guard(device);
+  relu_backward_kernel<<<blocks_for(n), kThreads>>>(x, grad_out, grad_x, n);
+  finish("ReLU.backward", device);
+}
+
+void batchnorm_sums(const float* a, const float* b, double* sums, std::int64_t rows,
+                    std::int64_t features, int device) {
+  const DeviceGuard guard(device);
+  batchnorm_sums_kernel<<<blocks_for(features), kThreads>>>(a, b, sums, rows, features);
+  finish("BatchNorm1d (sums)", device);
+}
+
+void batchnorm_apply(const float* x, const double* mean, const double* invstd, const float* weight,
+                     const float* bias, float* xhat, float* out, std::int64_t rows,
+                     std::int64_t features, int device) {
+  if (rows == 0) return;
+  const DeviceGuard guard(device);
+  batchnorm_apply_kernel<<<blocks_for(rows * features), kThreads>>>(x, mean, invstd, weight, bias,
+                                                                    xhat, out, rows, features);
+  finish("BatchNorm1d (normalise)", device);
+}
+
+void batchnorm_grad_input(const float* grad_out, const float* xhat, const float* weight,
+                          const double* invstd, const double* sums, double count, float* grad_x,
+                          std::int64_t rows, std::int64_t features, int device) {
+  if (rows == 0) return;
+  const DeviceGuard guard(device);
+  batchnorm_grad_input_kernel<<<blocks_for(rows * features), kThreads>>>(
+      grad_out, xhat, weight, invstd, sums, count, grad_x, rows, features);
+  finish("BatchNorm1d.backward", device);
+}
+
+void cross_entropy(const float* logits, const std::int64_t* labels, float* grad, double* loss,
+                   std::int64_t* correct, std::int64_t rows, std::int64_t classes, int device) {
+  if (rows == 0) return;
+  const DeviceGuard guard(device);
+  cross_entropy_kernel<<<blocks_for(rows), kThreads>>>(logits, labels, grad, loss, correct, rows,
+                                                       classes);
+  finish("cross_entropy", device);
+}
 
 void linear_forward(const float* x, const float* weight, const float* bias, float* out,
                     std::int64_t batch, std::int64_t in, std::int64_t out_features, int device) {

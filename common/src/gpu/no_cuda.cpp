@@ -50,4 +50,26 @@ void sgd_step(float*, const float*, std::int64_t, float, int device) {
   no_gpu_path("SGD.step on cuda:" + std::to_string(device));
 }
 
+void relu_forward(const float*, float*, std::int64_t, int device) {
+  no_gpu_path("ReLU.forward on cuda:" + std::to_string(device));
+}
+void relu_backward(const float*, const float*, float*, std::int64_t, int device) {
+  no_gpu_path("ReLU.backward on cuda:" + std::to_string(device));
+}
+void batchnorm_sums(const float*, const float*, double*, std::int64_t, std::int64_t, int device) {
+  no_gpu_path("BatchNorm1d on cuda:" + std::to_string(device));
+}
+void batchnorm_apply(const float*, const double*, const double*, const float*, const float*, float*,
+                     float*, std::int64_t, std::int64_t, int device) {
+  no_gpu_path("BatchNorm1d on cuda:" + std::to_string(device));
+}
+void batchnorm_grad_input(const float*, const float*, const float*, const double*, const double*,
+                          double, float*, std::int64_t, std::int64_t, int device) {
+  no_gpu_path("BatchNorm1d on cuda:" + std::to_string(device));
+}
+void cross_entropy(const float*, const std::int64_t*, float*, double*, std::int64_t*, std::int64_t,
+                   std::int64_t, int device) {
+  no_gpu_path("cross_entropy on cuda:" + std::to_string(device));
+}
+
 }  // namespace dist::gpu
