@@ -15,13 +15,14 @@ namespace {
 // torch's _verify_param_shape_across_processes does, so a mismatch is an error on every rank
 // instead of an all_reduce that hangs or mixes unrelated values.
 void verify_same_model(const std::vector<Parameter*>& parameters, ProcessGroup& group,
-                       std::int64_t numel) {
-  std::int64_t shape_hash = 1469598103934665603LL;  // FNV-1a over the sizes, in order
+                       std::int64_t numel, Device device) {
+  std::uint64_t shape_hash = 14695981039346656037ULL;  // FNV-1a over the sizes, in order
   for (const Parameter* p : parameters) {
-    shape_hash = (shape_hash ^ p->data.numel()) * 1099511628211LL;
+    shape_hash = (shape_hash ^ static_cast<std::uint64_t>(p->data.numel())) * 1099511628211ULL;
   }
   const Tensor mine = Tensor::from<std::int64_t>(
-      {static_cast<std::int64_t>(parameters.size()), numel, shape_hash}, get_device());
+      {static_cast<std::int64_t>(parameters.size()), numel, static_cast<std::int64_t>(shape_hash)},
+      device);
   std::vector<Tensor> everyone;
   group.all_gather(everyone, mine);
   const std::vector<std::int64_t> first = everyone[0].to_vector<std::int64_t>();
@@ -33,7 +34,7 @@ void verify_same_model(const std::vector<Parameter*>& parameters, ProcessGroup& 
           std::to_string(other[0]) + " parameters with " + std::to_string(other[1]) +
           " values, rank 0 wraps " + std::to_string(first[0]) + " with " +
           std::to_string(first[1]) +
-          (other[0] == first[0] && other[1] == first[1] ? " (sizes in another order)" : "") +
+          (other[0] == first[0] && other[1] == first[1] ? " (the same totals, other sizes)" : "") +
           ": every rank must build the same model");
     }
   }
@@ -41,45 +42,193 @@ void verify_same_model(const std::vector<Parameter*>& parameters, ProcessGroup& 
 
 }  // namespace
 
-DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> parameters)
-    : DistributedDataParallel(std::move(parameters), default_group()) {}
-
 DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> parameters,
-                                                 ProcessGroup& group)
-    : parameters_(std::move(parameters)), group_(group) {
+                                                 DdpOptions options)
+    : parameters_(std::move(parameters)), options_(options) {
+  ProcessGroup& group = default_group();
+  world_ = group.size();
+  timeout_ = group.timeout();
   if (parameters_.empty()) {
     throw ConfigError("DistributedDataParallel needs at least one parameter to train");
   }
-  const Device device = parameters_[0]->data.device();
-  for (const Parameter* p : parameters_) {
-    if (p->data.dtype() != kFloat32 || p->data.device() != device ||
-        p->grad.numel() != p->data.numel()) {
-      throw ConfigError("DistributedDataParallel: parameter '" + p->name + "' must be float32 on " +
-                        device.str() + " with a grad of its size");
-    }
-    numel_ += p->data.numel();
+  if (!(options_.bucket_cap_mb > 0)) {
+    throw ConfigError("DistributedDataParallel: bucket_cap_mb must be positive, got " +
+                      std::to_string(options_.bucket_cap_mb));
   }
-  verify_same_model(parameters_, group_, numel_);
+  const Device device = parameters_[0]->data.device();
+  std::int64_t numel = 0;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const Parameter* p = parameters_[i];
+    if (p->data.dtype() != kFloat32 || p->data.device() != device ||
+        p->grad.numel() != p->data.numel() || p->grad.dtype() != kFloat32 ||
+        p->grad.device() != device) {
+      throw ConfigError("DistributedDataParallel: parameter '" + p->name + "' must be float32 on " +
+                        device.str() + ", with a float32 grad of its size on the same device");
+    }
+    if (!index_of_.emplace(p, i).second) {
+      throw ConfigError("DistributedDataParallel: parameter '" + p->name + "' is listed twice");
+    }
+    numel += p->data.numel();
+  }
+  verify_same_model(parameters_, group, numel, device);
   // Promise 1: every replica starts from rank 0's parameters.
-  for (Parameter* p : parameters_) group_.broadcast(p->data, 0);
-  bucket_ = Tensor(numel_, kFloat32, device);
+  for (Parameter* p : parameters_) group.broadcast(p->data, 0);
+
+  // Buckets, last parameter first: the order in which backward produces the gradients.
+  const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024 / 4);
+  bucket_of_.resize(parameters_.size());
+  offset_of_.resize(parameters_.size());
+  for (std::size_t k = parameters_.size(); k-- > 0;) {
+    const std::int64_t n = parameters_[k]->data.numel();
+    if (buckets_.empty() || (buckets_.back().numel > 0 && buckets_.back().numel + n > cap)) {
+      buckets_.emplace_back();
+    }
+    Bucket& b = buckets_.back();
+    bucket_of_[k] = buckets_.size() - 1;
+    offset_of_[k] = b.numel;
+    b.params.push_back(k);
+    b.numel += n;
+  }
+  for (Bucket& b : buckets_) b.buffer = Tensor(b.numel, kFloat32, device);
+  ready_.assign(parameters_.size(), false);
+  for (const Bucket& b : buckets_) missing_.push_back(b.params.size());
+
+  if (options_.overlap && world_ > 1) {
+    comm_ = new_group();  // a collective: every rank creates it here, in the same order
+    thread_ = std::thread([this] { worker(); });
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // an all_reduce in flight ends by its group's timeout at the latest
+  }
+  comm_.reset();
+}
+
+void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& ready) {
+  if (no_sync_depth_ > 0) return;
+  for (const Parameter* p : ready) {
+    const auto it = index_of_.find(p);
+    if (it == index_of_.end()) {
+      throw Error("DistributedDataParallel.grads_ready: parameter '" + p->name +
+                  "' is not one of the parameters this DDP was built with");
+    }
+    if (ready_[it->second]) {
+      throw Error("DistributedDataParallel.grads_ready: the gradient of '" + p->name +
+                  "' was marked ready twice in one step; call finish_gradient_sync() after "
+                  "each backward");
+    }
+    ready_[it->second] = true;
+    --missing_[bucket_of_[it->second]];
+  }
+  launch_ready_buckets();
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  // In bucket order only: every rank must start the same all_reduce calls in the same order.
+  while (launched_ < buckets_.size() && missing_[launched_] == 0) {
+    Bucket& b = buckets_[launched_];
+    // Pack, already divided by world_size (as torch does): the SUM is then the average.
+    for (std::size_t k : b.params) {
+      b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad / world_);
+    }
+    if (comm_ != nullptr) {
+      {
+        std::lock_guard lock(mu_);
+        queue_.push_back(launched_);
+      }
+      cv_.notify_all();
+    } else {
+      all_reduce_bucket(launched_, default_group());
+    }
+    ++launched_;
+  }
+}
+
+void DistributedDataParallel::all_reduce_bucket(std::size_t b, ProcessGroup& group) {
+  const Timeline::Span span(options_.timeline, "all_reduce bucket " + std::to_string(b) + " (" +
+                                                   std::to_string(buckets_[b].numel) + " values)");
+  group.all_reduce(buckets_[b].buffer, ReduceOp::SUM);
+}
+
+void DistributedDataParallel::worker() {
+  if (options_.timeline != nullptr) options_.timeline->name_this_thread("gradient all_reduce");
+  for (;;) {
+    std::size_t b = 0;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_, and nothing left to do
+      b = queue_.front();
+      queue_.pop_front();
+    }
+    std::exception_ptr failed;
+    {
+      std::lock_guard lock(mu_);
+      failed = error_;
+    }
+    if (failed == nullptr) {  // after a failure the group is broken: skip, but count
+      try {
+        all_reduce_bucket(b, *comm_);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (failed != nullptr && error_ == nullptr) error_ = failed;
+      ++reduced_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void DistributedDataParallel::finish_gradient_sync() {
+  if (no_sync_depth_ > 0) return;
+  for (std::size_t k = 0; k < parameters_.size(); ++k) {
+    if (!ready_[k]) {
+      throw Error("DistributedDataParallel: the gradient of '" + parameters_[k]->name +
+                  "' was never marked ready this step: call grads_ready() for every parameter "
+                  "in backward (torch would need find_unused_parameters=True)");
+    }
+  }
+  if (comm_ != nullptr) {
+    const Timeline::Span span(options_.timeline, "wait for gradient buckets");
+    std::unique_lock lock(mu_);
+    // Each all_reduce ends within the group's timeout; twice that (and a second) is a deadline
+    // that only a broken thread could miss.
+    const auto deadline = std::chrono::steady_clock::now() + 2 * timeout_ + std::chrono::seconds(1);
+    if (!cv_.wait_until(lock, deadline, [&] { return reduced_ == buckets_.size(); })) {
+      throw TimeoutError(
+          "DistributedDataParallel: the gradient buckets were not all-reduced "
+          "before the deadline");
+    }
+    reduced_ = 0;
+    if (error_ != nullptr) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+  for (Bucket& b : buckets_) {
+    for (std::size_t k : b.params) {
+      parameters_[k]->grad.copy_(b.buffer.slice(offset_of_[k], parameters_[k]->grad.numel()));
+    }
+  }
+  ready_.assign(parameters_.size(), false);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) missing_[b] = buckets_[b].params.size();
+  launched_ = 0;
 }
 
 void DistributedDataParallel::average_gradients() {
-  // Promise 2: grad = (1/W) * sum over ranks. Pack every gradient, already divided by W as torch
-  // does, into one bucket, so that one all_reduce moves them all; then unpack.
-  const int world = group_.size();
-  std::int64_t offset = 0;
-  for (const Parameter* p : parameters_) {
-    bucket_.assign_slice(offset, p->grad / world);
-    offset += p->grad.numel();
-  }
-  group_.all_reduce(bucket_, ReduceOp::SUM);
-  offset = 0;
-  for (Parameter* p : parameters_) {
-    p->grad.copy_(bucket_.slice(offset, p->grad.numel()));
-    offset += p->grad.numel();
-  }
+  grads_ready(parameters_);
+  finish_gradient_sync();
 }
 
 }  // namespace dist

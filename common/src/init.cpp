@@ -305,6 +305,8 @@ struct Group {
   std::shared_ptr<PrefixStore> store;  // this group generation's key space
   std::unique_ptr<ProcessGroup> pg;
   DistInfo info;
+  Resolved resolved;      // how init resolved this rank's settings, for new_group()
+  int next_subgroup = 0;  // new_group() calls so far: every rank counts the same
 };
 
 std::mutex g_mu;
@@ -443,6 +445,7 @@ void init_process_group(const InitOptions& options) {
   group->info = DistInfo{
       true,          r.rank,        r.world_size,         r.local_rank,  r.local_world_size,
       r.master_addr, r.master_port, group->pg->backend(), r.resolved_url};
+  group->resolved = r;
   g_group = group.release();
   ++g_generation;
 }
@@ -534,6 +537,35 @@ void send(const Tensor& tensor, int dst, int tag) {
 }
 void recv(Tensor& tensor, int src, int tag) {
   default_group().recv(tensor, src, tag);
+}
+
+std::unique_ptr<ProcessGroup> new_group() {
+  std::shared_ptr<PrefixStore> store;
+  Resolved r;
+  std::string backend;
+  std::chrono::milliseconds timeout{};
+  int id = 0;
+  {
+    std::lock_guard lock(g_mu);
+    Group& g = current();
+    store = g.store;
+    r = g.resolved;
+    backend = g.info.backend;
+    timeout = g.pg->timeout();
+    id = g.next_subgroup++;
+  }
+  // The same rendezvous store, under a key space of its own: the new group's connections never
+  // meet the default group's. Connecting waits for every rank, up to the group's timeout.
+  PrefixStore sub("subgroup/" + std::to_string(id) + "/" + backend, store);
+  sub.set_timeout(timeout);
+  if (backend == "nccl") {
+    backends::NcclOptions nccl;
+    nccl.device = r.local_rank;
+    nccl.timeout = timeout;
+    nccl.connect_timeout = timeout;
+    return backends::make_nccl_group(r.rank, r.world_size, sub, nccl);
+  }
+  return backends::make_gloo_group(r.rank, r.world_size, sub, gloo_options(r, timeout, timeout));
 }
 
 bool all_ranks_ok(bool mine) {

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "dist/ddp.h"
 #include "dist/dist.h"
+#include "dist/trace.h"
 #include "ranks.h"
 
 namespace {
@@ -37,7 +39,8 @@ TEST_P(DdpWorlds, BroadcastsRankZerosWeightsAndAveragesTheGradients) {
     model.forward(dist::Tensor::from<float>({2}));       // x = 2
     model.backward(dist::Tensor::from<float>({r + 1}));  // d loss/d out = r + 1: dW = 2 (r + 1)
     ddp.average_gradients();
-    // mean over ranks of 2 (r + 1) is W + 1; of r + 1 it is (W + 1) / 2 (exact in float32).
+    // mean over ranks of 2 (r + 1) is W + 1; of r + 1 it is (W + 1) / 2 (the sums of the
+    // rounded (r + 1) / W happen to round to these exactly for W = 1 to 4).
     ok = ok && model.weight().grad.item(0) == world + 1.0 &&
          model.bias().grad.item(0) == (world + 1.0) / 2;
     dist::destroy_process_group();
@@ -71,6 +74,162 @@ TEST(Ddp, RanksThatWrapDifferentModelsAllStopWithAMessage) {
                          "2: every rank must build the same model"))
         << describe(results);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Three layers' parameters, 40, 4, 12, 3, 6, 2 values, with gradients that depend on the rank:
+// grad[k] = (rank + 1) * (k + 1) + step.
+struct ThreeLayers {
+  dist::Linear a{10, 4, {std::vector<float>(40, 0.1f), std::vector<float>(4, 0)}};
+  dist::Linear b{4, 3, {std::vector<float>(12, 0.1f), std::vector<float>(3, 0)}};
+  dist::Linear c{3, 2, {std::vector<float>(6, 0.1f), std::vector<float>(2, 0)}};
+  std::vector<dist::Parameter*> parameters() {
+    std::vector<dist::Parameter*> all;
+    for (dist::Linear* l : {&a, &b, &c}) {
+      for (dist::Parameter* p : l->parameters()) all.push_back(p);
+    }
+    return all;
+  }
+  void fill_grads(int rank, int step) {
+    for (dist::Parameter* p : parameters()) {
+      for (std::int64_t k = 0; k < p->grad.numel(); ++k) {
+        p->grad.set(k, p->grad.item(k) + (rank + 1.0) * (k + 1) + step);
+      }
+    }
+  }
+};
+
+// Gradients mean over ranks of (r + 1) (k + 1) + step = (W + 1) / 2 (k + 1) + step, summed over
+// the steps that accumulated.
+bool holds_the_mean(ThreeLayers& m, int world, const std::vector<int>& steps) {
+  for (dist::Parameter* p : m.parameters()) {
+    for (std::int64_t k = 0; k < p->grad.numel(); ++k) {
+      double want = 0;
+      for (int step : steps) want += (world + 1.0) / 2 * (k + 1) + step;
+      if (std::abs(p->grad.item(k) - want) > 1e-5 * want) return false;
+    }
+  }
+  return true;
+}
+
+// A bucket of 0.0001 MiB holds 26 float32 values: from the last parameter back, c.bias (2) +
+// c.weight (6) + b.bias (3) = 11, then b.weight (12) would make 23: still fits, a.bias (4) makes
+// 27 > 26: a new bucket, then a.weight (40) alone.
+TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(2, [&](int rank) {
+    set_launcher_env(rank, 2, port);
+    dist::init_process_group({.timeout = 30s});
+    ThreeLayers m;
+    dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
+    const auto& b = ddp.buckets();
+    const bool ok = b.size() == 3 && b[0].params == std::vector<std::size_t>{5, 4, 3, 2} &&
+                    b[0].numel == 23 && b[1].params == std::vector<std::size_t>{1} &&
+                    b[2].params == std::vector<std::size_t>{0} && b[2].numel == 40 &&
+                    ddp.overlapping();
+    dist::destroy_process_group();
+    return ok ? 0 : 1;
+  });
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+}
+
+// Gradients marked ready layer by layer, as backward produces them, with buckets all-reduced on
+// the gradient thread meanwhile, give the same averages as one call at the end without overlap;
+// the timeline shows each bucket's all_reduce on that thread.
+TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
+  const int world = GetParam();
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(world, [&](int rank) {
+    set_launcher_env(rank, world, port);
+    dist::init_process_group({.timeout = 30s});
+    dist::Timeline timeline(rank);
+    ThreeLayers overlapped, plain;
+    dist::DistributedDataParallel ddp(overlapped.parameters(),
+                                      {.bucket_cap_mb = 0.0001, .timeline = &timeline});
+    dist::DistributedDataParallel reference(plain.parameters(), {.overlap = false});
+    bool ok = true;
+    for (int step = 0; step < 3; ++step) {
+      overlapped.fill_grads(rank, step);
+      ddp.grads_ready(overlapped.c.parameters());  // backward: the last layer first
+      ddp.grads_ready(overlapped.b.parameters());
+      ddp.grads_ready(overlapped.a.parameters());
+      ddp.finish_gradient_sync();
+      plain.fill_grads(rank, step);
+      reference.average_gradients();
+      ok = ok && holds_the_mean(overlapped, world, {step}) && holds_the_mean(plain, world, {step});
+      for (dist::Linear* l :
+           {&overlapped.a, &overlapped.b, &overlapped.c, &plain.a, &plain.b, &plain.c}) {
+        dist::SGD(l->parameters(), 1).zero_grad();
+      }
+    }
+    const std::string trace = timeline.json();
+    // Every bucket's all_reduce is a span: on the gradient thread when there is one (W > 1).
+    ok = ok && timeline.size() >= 3 * 3 && contains(trace, "all_reduce bucket 2 (40 values)") &&
+         contains(trace, "\"name\": \"gradient all_reduce\"") == (world > 1);
+    dist::destroy_process_group();
+    return ok ? 0 : 1;
+  });
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+}
+
+// no_sync for two micro-batches, then a synchronised one: the average of the three summed.
+TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
+  const int world = GetParam();
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(world, [&](int rank) {
+    set_launcher_env(rank, world, port);
+    dist::init_process_group({.timeout = 30s});
+    ThreeLayers m;
+    dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
+    bool ok = true;
+    {
+      const auto guard = ddp.no_sync();
+      for (int step : {0, 1}) {
+        m.fill_grads(rank, step);
+        ddp.average_gradients();  // does nothing here
+      }
+      // Still this rank's own sum: (r + 1) (k + 1) * 2 + 1 for every k.
+      ok = ok && m.c.bias().grad.item(1) == (rank + 1.0) * 2 * 2 + 1;
+    }
+    m.fill_grads(rank, 2);
+    ddp.average_gradients();
+    ok = ok && holds_the_mean(m, world, {0, 1, 2});
+    dist::destroy_process_group();
+    return ok ? 0 : 1;
+  });
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+}
+
+TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(1, [&](int rank) {
+    set_launcher_env(rank, 1, port);
+    dist::init_process_group({.timeout = 30s});
+    ThreeLayers m;
+    dist::DistributedDataParallel ddp(m.parameters());
+    std::string missing, twice;
+    ddp.grads_ready(m.c.parameters());
+    try {
+      ddp.finish_gradient_sync();
+    } catch (const dist::Error& e) {
+      missing = e.what();
+    }
+    try {
+      ddp.grads_ready(m.c.parameters());
+    } catch (const dist::Error& e) {
+      twice = e.what();
+    }
+    std::printf("%s\n%s\n", missing.c_str(), twice.c_str());
+    dist::destroy_process_group();
+    return contains(missing, "the gradient of 'weight' was never marked ready this step") &&
+                   contains(twice, "was marked ready twice in one step")
+               ? 0
+               : 1;
+  });
+  EXPECT_EQ(results[0].exit_code, 0) << describe(results);
 }
 
 }  // namespace

@@ -13,49 +13,126 @@
 //   1. At construction every rank's parameters are overwritten with rank 0's (a broadcast), so
 //      replicas that were initialised differently (a per-rank seed, chapter 06) start equal.
 //   2. After backward, every gradient is the average over the ranks: each rank divides its
-//      gradients by world_size, then one all_reduce(SUM) of all of them, packed into one flat
-//      bucket, adds them up. Equal gradients and equal parameters give an equal optimizer step,
-//      so the replicas stay equal, bit for bit, without ever sending a parameter again.
+//      gradients by world_size, packs them into buckets, and an all_reduce(SUM) of each bucket
+//      adds them up. Equal gradients and equal parameters give an equal optimizer step, so the
+//      replicas stay equal, bit for bit, without ever sending a parameter again.
 // Because every rank's batch has the same size (DistributedSampler pads so that they do), the
 // average of the ranks' mean gradients is the mean gradient of the global batch: W ranks with
-// batch B take exactly the steps one process would take with batch W * B (chapter 08 tests it).
+// batch B take the steps one process would take with batch W * B, to float32 rounding (chapter
+// 08 tests it).
 //
-// Where this differs from torch: torch hooks into autograd and starts the all_reduce during
-// backward, bucket by bucket; here backward is written by hand, so the program calls
-// average_gradients() itself, once, after backward. Chapter 09 adds buckets that overlap with
-// backward, and no_sync() for gradient accumulation.
+// Buckets and overlap (chapter 09). Parameters are packed into buckets of about bucket_cap_mb,
+// in reverse order, because backward produces the last layer's gradients first. A backward that
+// calls grads_ready() as each layer finishes lets a full bucket's all_reduce start at once, on
+// a thread of its own, while backward goes on with the earlier layers; finish_gradient_sync()
+// waits for the last bucket. That thread uses a second process group (new_group()), so its
+// collectives never interleave with the ones the main thread makes meanwhile (SyncBatchNorm's).
+// Buckets start in order, 0, 1, 2, ..., on every rank, so every rank makes the same calls in the
+// same order. no_sync() skips the averaging for the steps of gradient accumulation.
 //
-// Taught in: chapter 08 (ddp_linear).
+// Where this differs from torch: torch hooks into autograd; here backward is written by hand, so
+// the program says when gradients are ready (grads_ready) or, in the simplest loop, calls
+// average_gradients() once after backward. On a GPU the division by world_size goes through the
+// host (dist::Tensor arithmetic does), a copy torch does not make.
+//
+// Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "dist/nn.h"
 #include "dist/process_group.h"
+#include "dist/trace.h"
 
 namespace dist {
+
+struct DdpOptions {
+  double bucket_cap_mb = 25;  // torch's default bucket size
+  // all_reduce buckets on a thread of their own, during backward (world_size > 1 only).
+  bool overlap = true;
+  Timeline* timeline = nullptr;  // records each bucket's all_reduce, if given; not owned
+};
 
 class DistributedDataParallel {
  public:
   // Checks that every rank has the same parameters (count and sizes; a mismatch is a
-  // dist::ConfigError naming the ranks), then broadcasts rank 0's values to all. A collective:
-  // every rank of `group` must construct it. The parameters must outlive this object.
-  explicit DistributedDataParallel(std::vector<Parameter*> parameters);
-  DistributedDataParallel(std::vector<Parameter*> parameters, ProcessGroup& group);
+  // dist::ConfigError naming the ranks), then broadcasts rank 0's values to all, over the default
+  // group. A collective: every rank must construct it. The parameters must outlive this object.
+  explicit DistributedDataParallel(std::vector<Parameter*> parameters, DdpOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // Replaces every parameter's grad with its average over the ranks. A collective: call it on
-  // every rank after each backward, before the optimizer step.
+  // Backward says which gradients are final for this step. A bucket whose gradients are all
+  // ready is packed and its all_reduce started (after every earlier bucket's).
+  void grads_ready(const std::vector<Parameter*>& ready);
+  // Waits for every bucket and writes the averages back into the grads. Every parameter must
+  // have been marked ready. Within no_sync() both calls do nothing.
+  void finish_gradient_sync();
+  // grads_ready(every parameter), then finish_gradient_sync(): the loop of chapter 08.
   void average_gradients();
 
+  // torch's `with ddp.no_sync():` for gradient accumulation: while the returned guard lives,
+  // gradients are not averaged; they accumulate locally and the next synchronised step averages
+  // the sum. Every rank must skip the same steps.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) { ++ddp_->no_sync_depth_; }
+    ~NoSync() { --ddp_->no_sync_depth_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel* ddp_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+  struct Bucket {
+    std::vector<std::size_t> params;  // indices into parameters(), in the order they are packed
+    std::int64_t numel = 0;
+    Tensor buffer;
+  };
   const std::vector<Parameter*>& parameters() const { return parameters_; }
-  std::int64_t bucket_size() const { return numel_; }  // values in the one gradient bucket
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  bool overlapping() const { return comm_ != nullptr; }
 
  private:
+  void launch_ready_buckets();
+  void all_reduce_bucket(std::size_t b, ProcessGroup& group);
+  void worker();
+
   std::vector<Parameter*> parameters_;
-  ProcessGroup& group_;
-  std::int64_t numel_ = 0;
-  Tensor bucket_;  // every gradient, one after the other: one all_reduce per step
+  DdpOptions options_;
+  int world_;
+  std::chrono::milliseconds timeout_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::size_t> bucket_of_;   // parameter index -> bucket
+  std::vector<std::int64_t> offset_of_;  // parameter index -> offset in its bucket
+  std::unordered_map<const Parameter*, std::size_t> index_of_;
+  int no_sync_depth_ = 0;
+
+  // This step's progress.
+  std::vector<bool> ready_;
+  std::vector<std::size_t> missing_;  // per bucket: parameters not ready yet
+  std::size_t launched_ = 0;
+
+  // The gradient thread (overlap) and its own group.
+  std::unique_ptr<ProcessGroup> comm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::size_t> queue_;
+  std::size_t reduced_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace dist

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,13 @@ void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst = 0);
 void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src = 0);
 void send(const Tensor& tensor, int dst, int tag = 0);
 void recv(Tensor& tensor, int src, int tag = 0);
+
+// torch.distributed.new_group() over every rank: a second, independent group with the default
+// group's ranks, backend and timeout, and connections of its own. A collective: every rank calls
+// it, in the same order. Two groups let two threads run collectives at the same time without
+// their calls interleaving (DistributedDataParallel's gradient thread uses one, chapter 09).
+// Destroy it before destroy_process_group().
+std::unique_ptr<ProcessGroup> new_group();
 
 // One verdict for the job: true on every rank exactly when `mine` is true on every rank. It is an
 // all_reduce(MIN) of a 0/1 flag on the group's device, so every rank must call it, the same number
