@@ -14,8 +14,8 @@
       compute with PyTorch; equal lines mean equal values, tensor for tensor.
       With --rtol (chapters that train in float32, where torch sums in another order), each
       rank's lines are compared in order instead: the words must be equal, integers too, and each
-      decimal number must be within R relative of the twin's, or differ by at most one unit in
-      its last printed digit.
+      decimal number must be printed with the same digits after the point (and exponent) and be
+      within R relative of the twin's, or differ by at most one unit in its last printed digit.
 
 Each run has a 120 s deadline. Exit 0 when every case passes, 1 otherwise.
 """
@@ -72,19 +72,25 @@ NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 RANK_PREFIX = re.compile(r"^\[rank \d+/\d+\] ")
 
 
+def last_digit(number):
+    """The value of one unit in the last printed digit: 0.01 for 1.25, 1e-7 for 2.5e-05."""
+    mantissa, _, exponent = number.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
 def close(ours, theirs, rtol):
-    """Equal words and integers; decimals within rtol, or one unit of the last printed digit."""
+    """Equal words and integers; decimals printed alike, within rtol or one unit of the last
+    printed digit."""
     if NUMBER.sub("#", ours) != NUMBER.sub("#", theirs):
         return False
     for a, b in zip(NUMBER.findall(ours), NUMBER.findall(theirs)):
         if a == b:
             continue
-        if "." not in a or "." not in b:
-            return False
+        if "." not in a or "." not in b or last_digit(a) != last_digit(b):
+            return False  # integers must be equal, and both sides must print alike
         x, y = float(a), float(b)
-        last_digit = 10.0 ** -min(len(a.split(".")[1].split("e")[0]),
-                                  len(b.split(".")[1].split("e")[0]))
-        if abs(x - y) > max(rtol * max(abs(x), abs(y)), last_digit * 1.000001):
+        if abs(x - y) > max(rtol * max(abs(x), abs(y)), last_digit(a) * 1.000001):
             return False
     return True
 

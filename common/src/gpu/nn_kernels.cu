@@ -2,6 +2,9 @@
 // the CPU loops in nn.cpp, in double and in the same index order, each kernel finished when its
 // function returns. They are written to be read, not to be fast: one thread per output value,
 // and the loss reduced by one block, so the order of additions (and so every bit) is fixed.
+// This file is compiled with --fmad=false (common/CMakeLists.txt): nvcc would otherwise fuse
+// a * b + c into one rounding (SGD's p - lr * g, BatchNorm's weight * xhat + bias), and the
+// results would differ from the CPU's in the last bit.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
