@@ -6,7 +6,7 @@
       checks that it exits 0 and that rank 0 printed its "OK" line (every chapter checks its own
       result against a closed form and prints OK or MISMATCH).
 
-  chapter_check.py parity BIN_DIR PROGRAM TWIN_PY [--rtol R] CASE...
+  chapter_check.py parity BIN_DIR PROGRAM TWIN_PY [--rtol R] [--ignore REGEX] CASE...
       Runs the C++ chapter and its PyTorch twin (Debian's /usr/bin/python3 with python3-torch,
       gloo backend) with the same CASE, both under ddprun, and compares their standard output as
       multisets of lines: ranks print concurrently, so the order of lines may differ, but every
@@ -124,15 +124,20 @@ def differences(ours, theirs, rtol):
 
 def check_parity(bin_dir, program, twin, cases):
     failures = 0
-    rtol = None
-    if cases[:1] == ["--rtol"]:
-        rtol, cases = float(cases[1]), cases[2:]
+    rtol, ignore = None, None
+    while cases[:1] in (["--rtol"], ["--ignore"]):
+        if cases[0] == "--rtol":
+            rtol = float(cases[1])
+        else:
+            ignore = re.compile(cases[1])
+        cases = cases[2:]
+    kept = lambda text: "\n".join(l for l in text.splitlines() if not (ignore and ignore.search(l)))
     for case in cases:
         nproc, args = parse_case(case)
         ours = launch(bin_dir, nproc, [f"{bin_dir}/{program}", *args])
         theirs = launch(bin_dir, nproc, [PYTHON, twin, *args])
-        only_theirs, only_ours = differences(ours.stdout, theirs.stdout, rtol)
-        lines = len(ours.stdout.splitlines())
+        only_theirs, only_ours = differences(kept(ours.stdout), kept(theirs.stdout), rtol)
+        lines = len(kept(ours.stdout).splitlines())
         if ours.returncode == 0 and theirs.returncode == 0 and not only_theirs and not only_ours \
                 and lines:
             within = f", numbers within rtol {rtol}" if rtol is not None else ""

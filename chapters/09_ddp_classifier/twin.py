@@ -1,0 +1,155 @@
+"""Chapter 09's twin: the same Fashion-MNIST classifier with PyTorch's DDP (gloo), as seed 000's
+flow would be written for it.
+
+Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
+    ddprun --standalone --nproc-per-node 1 /usr/bin/python3 twin.py
+It takes ch09_ddp_classifier's main flags and prints the same lines. The data, the initial weights
+and the augmentation draws are the same bits as in main.cpp (the same files, the same torch.randint
+draws); torch then computes in float32 in its own order, so tests/chapters/chapter_check.py parity
+compares the numbers within a tolerance. PyTorch's SyncBatchNorm runs only on GPUs: on one rank
+BatchNorm1d is the same thing, and with more ranks the twin matches ch09 --no-sync-bn.
+"""
+import argparse
+import gzip
+import os
+import struct
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import BatchSampler
+from torch.utils.data.distributed import DistributedSampler
+
+SOURCE = "/usr/share/datasets/fashion-mnist"
+SIDE, PIXELS, CLASSES, HIDDEN = 14, 14 * 14, 10, 128
+PREFIX = {}
+
+
+def out(text):
+    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
+
+
+def out0(text):
+    if PREFIX["rank"] == 0:
+        out(text)
+
+
+def read_idx(prefix, count):
+    """The first `count` images, 28x28 shrunk to 14x14 by 2x2 means, and their labels."""
+    with gzip.open(f"{prefix}-images-idx3-ubyte.gz") as f:
+        magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
+        assert magic == 2051 and rows == cols == 28 and n >= count
+        raw = torch.frombuffer(bytearray(f.read(count * 28 * 28)), dtype=torch.uint8)
+    with gzip.open(f"{prefix}-labels-idx1-ubyte.gz") as f:
+        magic, n = struct.unpack(">II", f.read(8))
+        assert magic == 2049 and n >= count
+        labels = torch.frombuffer(bytearray(f.read(count)), dtype=torch.uint8).long()
+    blocks = raw.reshape(count, SIDE, 2, SIDE, 2).int().sum(dim=(2, 4))
+    return (blocks.float() / 1020.0).reshape(count, PIXELS), labels
+
+
+def uniform_init(layer, g):
+    bound = 1 / (layer.in_features ** 0.5)
+    draws = lambda n: (torch.randint(0, 1 << 24, (n,), generator=g).double() / (1 << 24) * 2 - 1)
+    with torch.no_grad():
+        layer.weight.copy_((draws(layer.weight.numel()) * bound).float().reshape(layer.weight.shape))
+        layer.bias.copy_((draws(layer.bias.numel()) * bound).float())
+
+
+def generator(seed):
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+def batch(images, labels, indices, flips):
+    x = images[indices].reshape(-1, SIDE, SIDE)
+    if flips is not None:
+        mirror = torch.randint(0, 2, (len(indices),), generator=flips).bool()
+        x = torch.where(mirror[:, None, None], x.flip(2), x)
+    return x.reshape(-1, PIXELS), labels[indices]
+
+
+def evaluate(model, images, labels):
+    model.eval()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = list(DistributedSampler(range(len(labels)), shuffle=False))
+    kept = [i for k, i in enumerate(mine) if rank + k * world < len(labels)]
+    correct = 0
+    with torch.no_grad():
+        for b in BatchSampler(kept, 256, drop_last=False):
+            x, y = batch(images, labels, b, None)
+            correct += (model(x).argmax(1) == y).sum().item()
+    counts = torch.tensor([correct, len(kept)])
+    dist.all_reduce(counts)
+    model.train()
+    return counts.tolist()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--train-samples", type=int, default=8000)
+    p.add_argument("--test-samples", type=int, default=2000)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-accuracy", type=float, default=0.75)
+    p.add_argument("--no-sync-bn", action="store_true")
+    args = p.parse_args()
+
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    PREFIX.update(rank=rank, world=world)
+    train_x, train_y = read_idx(f"{SOURCE}/train", args.train_samples)
+    test_x, test_y = read_idx(f"{SOURCE}/t10k", args.test_samples)
+    out0(f"Fashion-MNIST, 14x14: {len(train_y)} training and {len(test_y)} test images, {world} "
+         f"{'rank' if world == 1 else 'ranks'}, batch {args.batch_size} per rank")
+
+    model = nn.Sequential(nn.Linear(PIXELS, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.ReLU(),
+                          nn.Linear(HIDDEN, CLASSES))
+    g = generator(args.seed + rank)
+    uniform_init(model[0], g)
+    uniform_init(model[3], g)
+    ddp = DDP(model, broadcast_buffers=False)  # BatchNorm's running stats stay each rank's own
+    out0("DDP: torch's own buckets")
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+    criterion = nn.CrossEntropyLoss()
+    sampler = DistributedSampler(range(len(train_y)), seed=args.seed)
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        flips = generator(args.seed * 1000003 + epoch * 1009 + rank + 1)
+        batches = list(BatchSampler(sampler, args.batch_size, drop_last=False))
+        loss_sum = 0.0
+        for b in batches:
+            x, y = batch(train_x, train_y, b, flips)
+            loss = criterion(ddp(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.item()
+        mean_loss = torch.tensor([loss_sum / len(batches)], dtype=torch.float64)
+        dist.all_reduce(mean_loss)
+        correct, counted = evaluate(model, test_x, test_y)
+        out0(f"epoch {epoch + 1}/{args.epochs}: train loss {mean_loss.item() / world:.4f}, "
+             f"test accuracy {100 * correct / counted:.2f}%")
+
+    correct, counted = evaluate(model, test_x, test_y)
+    mine = torch.cat([p.detach().flatten() for p in model.parameters()])
+    everyone = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(everyone, mine)
+    identical = all(torch.equal(t, mine) for t in everyone)
+    out("parameters fingerprint (torch's bits are its own)")
+    out0(f"held-out accuracy {100 * correct / counted:.2f}% on {counted} test images, each "
+         "counted once")
+    dist.destroy_process_group()
+    if not identical or correct < args.min_accuracy * counted:
+        out0("MISMATCH: the replicas differ or the accuracy floor was not reached")
+        raise SystemExit(1 if rank == 0 else 0)
+    out0(f"OK: the replicas are bit-identical and the accuracy reached the floor of "
+         f"{100 * args.min_accuracy:.2f}%")
+
+
+if __name__ == "__main__":
+    main()

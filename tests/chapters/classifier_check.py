@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Chapter 09's claims beyond its own OK line, each on real runs (2 ranks, a small data set):
+
+  classifier_check.py BIN_DIR
+
+  1. resume: --epochs 1 --checkpoint F, then --epochs 3 --checkpoint F --resume, ends with the
+     parameters (fingerprint) and accuracy of an uninterrupted --epochs 3 run.
+  2. buckets: one bucket after backward (--bucket-mb 25 --no-overlap) gives the same bits as
+     small buckets overlapping backward: how gradients travel does not change what they sum to.
+  3. SyncBatchNorm matters: --no-sync-bn gives other parameters.
+  4. gradient accumulation: --accumulate 2 trains and reaches the floor.
+  5. the timeline: --trace DIR writes one Chrome trace per rank, valid JSON, with every bucket's
+     all_reduce on the thread named "gradient all_reduce", once per optimizer step.
+Each run has a 120 s deadline. Exit 0 when every claim holds.
+"""
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from chapter_check import launch
+
+SMALL = ["--train-samples", "1024", "--test-samples", "500", "--min-accuracy", "0.6"]
+
+
+def run(bin_dir, data, *args):
+    result = launch(bin_dir, 2, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *SMALL,
+                                 *args])
+    if result.returncode != 0:
+        raise SystemExit(f"FAIL: {' '.join(args)} exited {result.returncode}\n"
+                         f"{result.stdout}{result.stderr}")
+    prints = set(re.findall(r"fingerprint (\w+)", result.stdout))
+    accuracy = re.search(r"held-out accuracy (\S+)", result.stdout).group(1)
+    if len(prints) != 1:
+        raise SystemExit(f"FAIL: the ranks' fingerprints differ: {prints}\n{result.stdout}")
+    return prints.pop(), accuracy, result.stdout
+
+
+def main(argv):
+    bin_dir = argv[1]
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data, ckpt, trace = f"{tmp}/data", f"{tmp}/ckpt.bin", f"{tmp}/trace"
+        whole = run(bin_dir, data, "--epochs", "3")
+        run(bin_dir, data, "--epochs", "1", "--checkpoint", ckpt)
+        resumed = run(bin_dir, data, "--epochs", "3", "--checkpoint", ckpt, "--resume")
+        if resumed[:2] != whole[:2] or "resumed after epoch 1" not in resumed[2]:
+            failures.append(f"resume: {resumed[:2]} differs from uninterrupted {whole[:2]}")
+        one_bucket = run(bin_dir, data, "--epochs", "3", "--bucket-mb", "25", "--no-overlap")
+        if one_bucket[0] != whole[0] or "1 gradient buckets" not in one_bucket[2]:
+            failures.append(f"buckets: one bucket gave {one_bucket[0]}, overlap {whole[0]}")
+        local_bn = run(bin_dir, data, "--epochs", "3", "--no-sync-bn")
+        if local_bn[0] == whole[0]:
+            failures.append("--no-sync-bn gave the same parameters as SyncBatchNorm")
+        run(bin_dir, data, "--epochs", "2", "--accumulate", "2")
+        _, _, text = run(bin_dir, data, "--epochs", "1", "--trace", trace)
+        buckets = int(re.search(r"DDP: (\d+) gradient buckets", text).group(1))
+        steps = -(-1024 // 2 // 32)  # ceil(num_samples / batch)
+        for rank in (0, 1):
+            events = json.loads(Path(f"{trace}/rank{rank}.json").read_text())["traceEvents"]
+            names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+            grad_tid = [t for t, n in names.items() if n == "gradient all_reduce"]
+            spans = [e for e in events if e["ph"] == "X" and e["name"].startswith("all_reduce")]
+            if len(grad_tid) != 1 or len(spans) != buckets * steps or \
+                    any(e["tid"] != grad_tid[0] for e in spans):
+                failures.append(f"trace of rank {rank}: {len(spans)} bucket spans, expected "
+                                f"{buckets} x {steps} on the gradient thread {grad_tid}")
+    for f in failures:
+        print(f"FAIL: {f}")
+    if not failures:
+        print("ok: resume, buckets, SyncBatchNorm, accumulation and the timeline")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
