@@ -25,26 +25,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "meeting_point.h"
+
 namespace {
 
 constexpr int kRank = 0, kWorldSize = 2;
-
-// Like the seed's os.environ['MASTER_PORT'] = '29501', except that it does not overwrite: a
-// --master-addr/--master-port flag wins, then a variable already in the environment, then the
-// seed's 127.0.0.1:29501. Both programs must end up with the same address.
-std::string set_master(const std::string& addr_flag, const std::string& port_flag) {
-  if (!port_flag.empty()) dist::parse_int("--master-port", port_flag, 1, 65535);  // validate
-  const auto choose = [](const char* name, const std::string& flag, const char* seed_value) {
-    if (!flag.empty()) {
-      ::setenv(name, flag.c_str(), 1);
-    } else if (!dist::env_value(name)) {  // unset or empty: the seed's value
-      ::setenv(name, seed_value, 1);
-    }
-  };
-  choose("MASTER_ADDR", addr_flag, "127.0.0.1");
-  choose("MASTER_PORT", port_flag, "29501");
-  return *dist::env_value("MASTER_ADDR") + ":" + *dist::env_value("MASTER_PORT");
-}
 
 // Before init nothing in the environment says who this process is (that is the point: its rank
 // is an argument), so this line carries the prefix init is about to give it.
@@ -61,17 +46,12 @@ int main(int argc, char** argv) {
     dist::Cli cli("ch03_rank0",
                   "Rank 0 of seed 001's two-program world (try_rank0.py): start it and ch03_rank1 "
                   "in two terminals, in either order, not under a launcher.");
-    std::string master_addr, master_port;
-    cli.add_string("--master-addr", &master_addr,
-                   "where rank 0 hosts the store; else MASTER_ADDR, else 127.0.0.1");
-    cli.add_string("--master-port", &master_port,
-                   "its port, the same for both programs; else MASTER_PORT, else 29501");
-    cli.set_run_hint("Run it in a terminal of its own, and ch03_rank1 in another: " +
-                     std::string("either may start first."));
+    ch03::MeetingPoint meet;
+    ch03::add_meeting_flags(cli, meet, "ch03_rank1");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
     // ---- Step 1: where to meet, set in our own environment as the seed does
-    std::string where = set_master(master_addr, master_port);
+    std::string where = ch03::set_master(meet);
 
     // ---- Step 2: join: rank and world_size as arguments. Rank 0 hosts the store and waits for
     // rank 1, however late it starts, up to --timeout.

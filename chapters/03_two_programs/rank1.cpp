@@ -23,24 +23,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace {
-
-// As in rank0.cpp: a flag wins, then the environment, then the seed's 127.0.0.1:29501.
-std::string set_master(const std::string& addr_flag, const std::string& port_flag) {
-  if (!port_flag.empty()) dist::parse_int("--master-port", port_flag, 1, 65535);  // validate
-  const auto choose = [](const char* name, const std::string& flag, const char* seed_value) {
-    if (!flag.empty()) {
-      ::setenv(name, flag.c_str(), 1);
-    } else if (!dist::env_value(name)) {  // unset or empty: the seed's value
-      ::setenv(name, seed_value, 1);
-    }
-  };
-  choose("MASTER_ADDR", addr_flag, "127.0.0.1");
-  choose("MASTER_PORT", port_flag, "29501");
-  return *dist::env_value("MASTER_ADDR") + ":" + *dist::env_value("MASTER_PORT");
-}
-
-}  // namespace
+#include "meeting_point.h"
 
 int main(int argc, char** argv) {
   return dist::run_main([&] {
@@ -48,20 +31,15 @@ int main(int argc, char** argv) {
     dist::Cli cli("ch03_rank1",
                   "Rank 1 of seed 001's two-program world (try_rank1.py): start it and ch03_rank0 "
                   "in two terminals, in either order, not under a launcher.");
-    std::string master_addr, master_port;
-    cli.add_string("--master-addr", &master_addr,
-                   "where rank 0 hosts the store; else MASTER_ADDR, else 127.0.0.1");
-    cli.add_string("--master-port", &master_port,
-                   "its port, the same for both programs; else MASTER_PORT, else 29501");
-    cli.set_run_hint("Run it in a terminal of its own, and ch03_rank0 in another: " +
-                     std::string("either may start first."));
+    ch03::MeetingPoint meet;
+    ch03::add_meeting_flags(cli, meet, "ch03_rank0");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
     // ---- Step 1: who we are and where to meet, in our own environment, as the seed does.
     // RANK and WORLD_SIZE are this program's identity, so they overwrite whatever was there.
     ::setenv("RANK", "1", 1);
     ::setenv("WORLD_SIZE", "2", 1);
-    std::string where = set_master(master_addr, master_port);
+    std::string where = ch03::set_master(meet);
 
     // ---- Step 2: join with nothing passed: env:// reads RANK, WORLD_SIZE, MASTER_ADDR/PORT.
     // If rank 0 is not up yet, this retries connecting to its store until --timeout.
