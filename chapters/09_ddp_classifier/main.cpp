@@ -30,12 +30,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -111,13 +113,16 @@ void append(std::string& out, const std::vector<T>& values) {
   out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 
+// Reads values.size() values; a file that ends first is an error naming it and what to do.
 template <typename T>
-void take(std::istream& in, std::vector<T>& values, const std::string& path) {
+void take(std::istream& in, std::vector<T>& values, const std::string& path,
+          const std::string& what_to_do) {
   if (!in.read(reinterpret_cast<char*>(values.data()),
                static_cast<std::streamsize>(values.size() * sizeof(T)))) {
-    throw dist::Error(path + " is shorter than its header says: delete it, and it is remade");
+    throw dist::Error(path + " is shorter than its header says: " + what_to_do);
   }
 }
+const std::string kRemade = "delete it, and it is made again";
 
 // One file with both sets, written whole or not at all (write_file_atomically): a rank that
 // reads it never sees half of it, and a crash while writing leaves no broken file behind.
@@ -139,14 +144,14 @@ std::pair<Images, Images> load(const std::string& path, std::int64_t train, std:
   if (!in.read(magic, 8) || std::memcmp(magic, "FMNIST14", 8) != 0) {
     throw dist::Error(path + " is not a prepared data file: delete it, and it is remade");
   }
-  take(in, sizes, path);
+  take(in, sizes, path, kRemade);
   if (sizes[0] != train || sizes[1] != test) throw dist::Error(path + " holds other sizes");
   std::pair<Images, Images> sets;
   for (auto [set, n] : {std::pair{&sets.first, train}, std::pair{&sets.second, test}}) {
     set->pixels.resize(static_cast<std::size_t>(n * kPixels));
     set->labels.resize(static_cast<std::size_t>(n));
-    take(in, set->pixels, path);
-    take(in, set->labels, path);
+    take(in, set->pixels, path, kRemade);
+    take(in, set->labels, path, kRemade);
   }
   return sets;
 }
@@ -253,14 +258,19 @@ std::int64_t load_checkpoint(const std::string& path, Classifier& model) {
     throw dist::ConfigError("--resume: " + path + " is not a checkpoint of this chapter (or " +
                             "does not exist); run once with --checkpoint " + path + " first");
   }
-  take(in, epochs, path);
+  const std::string broken = "the checkpoint is damaged; resume from another, or start again";
+  take(in, epochs, path, broken);
+  if (epochs[0] < 0 || epochs[0] > 100) {
+    throw dist::ConfigError(path + " says " + std::to_string(epochs[0]) +
+                            " epochs were done, which no run of this chapter writes: " + broken);
+  }
   std::vector<dist::Tensor*> tensors = model.buffers();
   for (dist::Parameter* p : model.parameters()) tensors.push_back(&p->data);
   for (dist::Tensor* t : tensors) {
-    take(in, count, path);
+    take(in, count, path, broken);
     if (count[0] != t->numel()) throw dist::ConfigError(path + " holds a model of another size");
     std::vector<float> values(static_cast<std::size_t>(count[0]));
-    take(in, values, path);
+    take(in, values, path, broken);
     *t = dist::Tensor::from(values, t->device());
   }
   return epochs[0];
@@ -322,6 +332,31 @@ void progress(int epoch, int epochs, std::size_t step, std::size_t steps, double
   dist::write_stderr(text);
 }
 
+// Every path the run will write, checked before anything starts, so that a typo is an error
+// naming the flag (exit 2) rather than a failure after an hour of training.
+void check_paths(const std::string& data_dir, const std::string& checkpoint, bool resume,
+                 const std::string& trace_dir) {
+  const auto directory = [](const std::string& flag, const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir.empty() ? "." : dir, ec);
+    if (ec || ::access((dir.empty() ? "." : dir).c_str(), W_OK) != 0) {
+      throw dist::ConfigError(flag + ": the directory " + dir.string() +
+                              " cannot be created or written (" +
+                              (ec ? ec.message() : std::string("not writable")) + ")");
+    }
+  };
+  directory("--data-dir", data_dir);
+  if (!trace_dir.empty()) directory("--trace", trace_dir);
+  if (!checkpoint.empty()) {
+    directory("--checkpoint", std::filesystem::path(checkpoint).parent_path());
+  }
+  if (resume && checkpoint.empty()) throw dist::ConfigError("--resume needs --checkpoint PATH");
+  if (resume && !std::filesystem::exists(checkpoint)) {
+    throw dist::ConfigError("--resume: " + checkpoint + " does not exist; run once with " +
+                            "--checkpoint " + checkpoint + " first");
+  }
+}
+
 std::string fixed4(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4f", v);
@@ -362,7 +397,7 @@ int main(int argc, char** argv) {
     cli.add_string("--trace", &trace_dir, "each rank writes DIR/rankR.json (Chrome trace)");
     cli.add_double("--min-accuracy", &floor, "the held-out accuracy to reach", 0, 1);
     if (!cli.parse(argc, argv)) return dist::kExitOk;
-    if (resume && checkpoint.empty()) throw dist::ConfigError("--resume needs --checkpoint PATH");
+    check_paths(data_dir, checkpoint, resume, trace_dir);
 
     // ---- Step 1: join; rank 0 prepares the data while the others wait, then all read it
     dist::init_process_group(cli.init_options());
@@ -376,7 +411,6 @@ int main(int argc, char** argv) {
     {
       const dist::ZeroFirst rank0_first;  // seed 002's torch_distributed_zero_first
       if (rank0_first.leads() && !std::filesystem::exists(data)) {
-        std::filesystem::create_directories(data_dir);
         prepare(data, train_n, test_n);
         dist::write_stderr("[rank 0/" + std::to_string(world) + "] prepared " + data + "\n");
       }
@@ -393,10 +427,15 @@ int main(int argc, char** argv) {
     Classifier model(init_gen, device, sync_bn ? &dist::default_group() : nullptr);
     int first_epoch = 0;
     if (resume) first_epoch = static_cast<int>(load_checkpoint(checkpoint, model));
-    dist::DistributedDataParallel ddp(
-        model.parameters(), {.bucket_cap_mb = bucket_mb, .overlap = overlap, .timeline = t});
-    dist::out0() << "DDP: " << ddp.buckets().size() << " gradient buckets of at most " << bucket_mb
-                 << " MiB, " << (ddp.overlapping() ? "overlapping" : "after")
+    // NCCL forbids two threads issuing operations on one GPU at once, even on two communicators,
+    // and SyncBatchNorm's backward runs while DDP's thread all-reduces: with both, no overlap.
+    const bool nccl_sync_bn = sync_bn && dist::get_backend() == "nccl";
+    auto ddp = std::make_unique<dist::DistributedDataParallel>(
+        model.parameters(),
+        dist::DdpOptions{
+            .bucket_cap_mb = bucket_mb, .overlap = overlap && !nccl_sync_bn, .timeline = t});
+    dist::out0() << "DDP: " << ddp->buckets().size() << " gradient buckets of at most " << bucket_mb
+                 << " MiB, " << (ddp->overlapping() ? "overlapping" : "after")
                  << " backward; BatchNorm " << (sync_bn ? "synchronised" : "per rank")
                  << (resume ? "; resumed after epoch " + std::to_string(first_epoch) : "");
     dist::SGD optimizer(model.parameters(), lr);
@@ -412,15 +451,19 @@ int main(int argc, char** argv) {
       for (std::size_t step = 0; step < batches.size(); ++step) {
         const bool sync = (step + 1) % accumulate == 0 || step + 1 == batches.size();
         std::optional<dist::DistributedDataParallel::NoSync> local;
-        if (!sync) local.emplace(ddp);  // torch: with ddp.no_sync():
+        if (!sync) local.emplace(*ddp);  // torch: with ddp.no_sync():
         auto [x, y] = batch_tensors(train, batches[step], device, &flips);
         dist::CrossEntropy loss;
         {
           const dist::Timeline::Span s(t, "forward");
           loss = dist::cross_entropy(model.forward(x), y, kClasses);
         }
-        if (accumulate > 1) loss.grad *= 1.0 / accumulate;  // the mean over the accumulated
-        model.backward(loss.grad, ddp, t);
+        // Each loss counts 1/K of the step: the step is then the mean over its K batches. The
+        // epoch's last group may hold fewer than K; it is the mean over those.
+        const std::size_t group =
+            std::min<std::size_t>(accumulate, batches.size() - step / accumulate * accumulate);
+        if (group > 1) loss.grad *= 1.0 / static_cast<double>(group);
+        model.backward(loss.grad, *ddp, t);
         if (sync) {
           const dist::Timeline::Span s(t, "optimizer step");
           optimizer.step();
@@ -452,12 +495,10 @@ int main(int argc, char** argv) {
     for (const dist::Tensor& f : everyone) identical = identical && f.equal(everyone[0]);
     dist::out0() << "held-out accuracy " << percent(correct, counted) << " on " << counted
                  << " test images, each counted once";
-    if (t != nullptr) {
-      std::filesystem::create_directories(trace_dir);
-      timeline.write(trace_dir + "/rank" + std::to_string(rank) + ".json");
-    }
+    if (t != nullptr) timeline.write(trace_dir + "/rank" + std::to_string(rank) + ".json");
     const bool reached = static_cast<double>(correct) >= floor * static_cast<double>(counted);
     const bool job_ok = dist::all_ranks_ok(identical && counted == test.size() && reached);
+    ddp.reset();  // its gradient group goes before the default group
     dist::destroy_process_group();
     if (!job_ok) {
       dist::out0() << "MISMATCH: replicas identical " << (identical ? "yes" : "no")

@@ -3,7 +3,11 @@ flow would be written for it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 1 /usr/bin/python3 twin.py
-It takes ch09_ddp_classifier's main flags and prints the same lines. The data, the initial weights
+It takes the flags of ch09_ddp_classifier that change what is computed (--train-samples,
+--test-samples, --batch-size, --epochs, --lr, --seed, --min-accuracy, --no-sync-bn) and prints
+the same lines; --accumulate, --checkpoint, --resume, --trace and the bucket flags are the C++
+chapter's own (in PyTorch they are ddp.no_sync(), torch.save on rank 0 and torch.load with
+map_location, torch.profiler, and DDP(bucket_cap_mb=...)). The data, the initial weights
 and the augmentation draws are the same bits as in main.cpp (the same files, the same torch.randint
 draws); torch then computes in float32 in its own order, so tests/chapters/chapter_check.py parity
 compares the numbers within a tolerance. PyTorch's SyncBatchNorm runs only on GPUs: on one rank

@@ -111,7 +111,16 @@ DistributedDataParallel::~DistributedDataParallel() {
   comm_.reset();
 }
 
+void DistributedDataParallel::check_usable() const {
+  if (failed_) {
+    throw Error(
+        "DistributedDataParallel: an earlier gradient all_reduce failed (see its error); "
+        "the gradient group is broken, so destroy this object and the process group");
+  }
+}
+
 void DistributedDataParallel::grads_ready(const std::vector<Parameter*>& ready) {
+  check_usable();
   if (no_sync_depth_ > 0) return;
   for (const Parameter* p : ready) {
     const auto it = index_of_.find(p);
@@ -190,6 +199,7 @@ void DistributedDataParallel::worker() {
 }
 
 void DistributedDataParallel::finish_gradient_sync() {
+  check_usable();
   if (no_sync_depth_ > 0) return;
   for (std::size_t k = 0; k < parameters_.size(); ++k) {
     if (!ready_[k]) {

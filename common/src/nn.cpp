@@ -1,7 +1,8 @@
 // dist/nn.h: Linear, mse_loss, SGD. The CPU loops are here; the same computations as CUDA kernels
 // are in gpu/nn_kernels.cu (cuda preset). Every sum is taken in double, then rounded once to
-// float32: the CPU and the GPU give the same bits for outputs and gradients (the loss, a scalar
-// summed in another order on the GPU, can differ in its last bits).
+// float32: the CPU and the GPU give the same bits for Linear, ReLU, BatchNorm and SGD (the
+// losses, and cross_entropy's gradient, which go through exp and log, whose CUDA and glibc
+// versions may differ in the last bit, agree to rounding).
 #include "dist/nn.h"
 
 #include <algorithm>
@@ -290,18 +291,23 @@ Tensor BatchNorm1d::forward(const Tensor& x) {
     }
   }
   const Tensor mean_t = Tensor::from(mean, device);
-  invstd_ = Tensor::from(invstd, device);
+  // backward needs the training forward's 1 / sqrt(var + eps); an evaluation in between must
+  // not replace it.
+  const Tensor invstd_t = Tensor::from(invstd, device);
+  if (training_) invstd_ = invstd_t;
   Tensor out(x.numel(), kFloat32, device);
   if (training_) xhat_ = Tensor(x.numel(), kFloat32, device);
   float* xhat = training_ ? xhat_.data_ptr<float>() : nullptr;
   if (device.is_cuda()) {
-    gpu::batchnorm_apply(x.data_ptr<float>(), mean_t.data_ptr<double>(), invstd_.data_ptr<double>(),
-                         weight_.data.data_ptr<float>(), bias_.data.data_ptr<float>(), xhat,
-                         out.data_ptr<float>(), rows, features_, device.index());
+    gpu::batchnorm_apply(x.data_ptr<float>(), mean_t.data_ptr<double>(),
+                         invstd_t.data_ptr<double>(), weight_.data.data_ptr<float>(),
+                         bias_.data.data_ptr<float>(), xhat, out.data_ptr<float>(), rows, features_,
+                         device.index());
   } else {
-    cpu::batchnorm_apply(x.data_ptr<float>(), mean_t.data_ptr<double>(), invstd_.data_ptr<double>(),
-                         weight_.data.data_ptr<float>(), bias_.data.data_ptr<float>(), xhat,
-                         out.data_ptr<float>(), rows, features_);
+    cpu::batchnorm_apply(x.data_ptr<float>(), mean_t.data_ptr<double>(),
+                         invstd_t.data_ptr<double>(), weight_.data.data_ptr<float>(),
+                         bias_.data.data_ptr<float>(), xhat, out.data_ptr<float>(), rows,
+                         features_);
   }
   return out;
 }
@@ -347,6 +353,9 @@ Tensor BatchNorm1d::backward(const Tensor& grad_out) {
 
 CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, std::int64_t classes) {
   require_float32(logits, "cross_entropy's logits");
+  if (classes < 1) {
+    throw ConfigError("cross_entropy needs at least 1 class, got " + std::to_string(classes));
+  }
   require_same_device(labels, logits.device(), "cross_entropy's labels");
   if (labels.dtype() != kInt64) {
     throw ConfigError("cross_entropy's labels must be int64 (dist::kInt64), got " +

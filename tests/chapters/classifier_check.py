@@ -5,10 +5,14 @@
 
   1. resume: --epochs 1 --checkpoint F, then --epochs 3 --checkpoint F --resume, ends with the
      parameters (fingerprint) and accuracy of an uninterrupted --epochs 3 run.
-  2. buckets: one bucket after backward (--bucket-mb 25 --no-overlap) gives the same bits as
-     small buckets overlapping backward: how gradients travel does not change what they sum to.
+  2. buckets: overlapping backward or not never changes the bits (checked at 2 and 3 ranks); at 2
+     ranks the bucket size does not either (a + b is b + a; from 3 ranks on, Gloo's ring adds
+     each value in an order that depends on where it sits in the bucket, so other buckets differ
+     in the last bits).
   3. SyncBatchNorm matters: --no-sync-bn gives other parameters.
-  4. gradient accumulation: --accumulate 2 trains and reaches the floor.
+  4. gradient accumulation: with an odd number of batches per epoch (17) and --accumulate 2,
+     the trace holds 9 all_reduces of each bucket per epoch, not 17; and with one batch per
+     epoch, --accumulate 64 is --accumulate 1 to the bit (a short last group is its own mean).
   5. the timeline: --trace DIR writes one Chrome trace per rank, valid JSON, with every bucket's
      all_reduce on the thread named "gradient all_reduce", once per optimizer step.
 Each run has a 120 s deadline. Exit 0 when every claim holds.
@@ -24,9 +28,9 @@ from chapter_check import launch
 SMALL = ["--train-samples", "1024", "--test-samples", "500", "--min-accuracy", "0.6"]
 
 
-def run(bin_dir, data, *args):
-    result = launch(bin_dir, 2, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *SMALL,
-                                 *args])
+def run(bin_dir, data, *args, nproc=2, small=SMALL):
+    result = launch(bin_dir, nproc, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *small,
+                                     *args])
     if result.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(args)} exited {result.returncode}\n"
                          f"{result.stdout}{result.stderr}")
@@ -50,13 +54,26 @@ def main(argv):
         one_bucket = run(bin_dir, data, "--epochs", "3", "--bucket-mb", "25", "--no-overlap")
         if one_bucket[0] != whole[0] or "1 gradient buckets" not in one_bucket[2]:
             failures.append(f"buckets: one bucket gave {one_bucket[0]}, overlap {whole[0]}")
+        after = run(bin_dir, data, "--epochs", "3", "--no-overlap")
+        if after[0] != whole[0]:
+            failures.append(f"overlap: after backward gave {after[0]}, overlapping {whole[0]}")
+        three = [run(bin_dir, data, "--epochs", "1", *flag, nproc=3)[0]
+                 for flag in ([], ["--no-overlap"])]
+        if three[0] != three[1]:
+            failures.append(f"overlap at 3 ranks: {three[0]} overlapping, {three[1]} after")
         local_bn = run(bin_dir, data, "--epochs", "3", "--no-sync-bn")
         if local_bn[0] == whole[0]:
             failures.append("--no-sync-bn gave the same parameters as SyncBatchNorm")
-        run(bin_dir, data, "--epochs", "2", "--accumulate", "2")
-        _, _, text = run(bin_dir, data, "--epochs", "1", "--trace", trace)
+        one_batch = ["--train-samples", "64", "--test-samples", "500", "--min-accuracy", "0"]
+        k1, k64 = (run(bin_dir, data, "--epochs", "2", "--accumulate", k, small=one_batch)[0]
+                   for k in ("1", "64"))
+        if k1 != k64:
+            failures.append(f"a short accumulation group: --accumulate 64 gave {k64}, 1 gave {k1}")
+        odd = ["--train-samples", "1088", "--test-samples", "500", "--min-accuracy", "0.5"]
+        _, _, text = run(bin_dir, data, "--epochs", "1", "--accumulate", "2", "--trace", trace,
+                         small=odd)
         buckets = int(re.search(r"DDP: (\d+) gradient buckets", text).group(1))
-        steps = -(-1024 // 2 // 32)  # ceil(num_samples / batch)
+        steps = (-(-1088 // 2 // 32) + 1) // 2  # 17 batches, every 2nd synchronised, and the last
         for rank in (0, 1):
             events = json.loads(Path(f"{trace}/rank{rank}.json").read_text())["traceEvents"]
             names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}

@@ -29,6 +29,9 @@
 // collectives never interleave with the ones the main thread makes meanwhile (SyncBatchNorm's).
 // Buckets start in order, 0, 1, 2, ..., on every rank, so every rank makes the same calls in the
 // same order. no_sync() skips the averaging for the steps of gradient accumulation.
+// With NCCL, overlap is safe only if nothing else issues NCCL calls on the same GPU meanwhile:
+// NCCL does not allow two threads to do so, even on two communicators. A model that
+// communicates in its own backward (SyncBatchNorm) must turn overlap off there (chapter 09 does).
 //
 // Where this differs from torch: torch hooks into autograd; here backward is written by hand, so
 // the program says when gradients are ready (grads_ready) or, in the simplest loop, calls
@@ -105,6 +108,7 @@ class DistributedDataParallel {
   bool overlapping() const { return comm_ != nullptr; }
 
  private:
+  void check_usable() const;  // throws once a gradient all_reduce has failed
   void launch_ready_buckets();
   void all_reduce_bucket(std::size_t b, ProcessGroup& group);
   void worker();
@@ -118,6 +122,7 @@ class DistributedDataParallel {
   std::vector<std::int64_t> offset_of_;  // parameter index -> offset in its bucket
   std::unordered_map<const Parameter*, std::size_t> index_of_;
   int no_sync_depth_ = 0;
+  bool failed_ = false;
 
   // This step's progress.
   std::vector<bool> ready_;

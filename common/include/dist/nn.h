@@ -14,7 +14,8 @@
 // row. Everything runs where the tensors are: plain loops on the CPU, CUDA kernels on a GPU (the
 // cuda preset), each summing in double in a fixed order, so a run repeats bit for bit.
 //
-// Taught in: chapter 08 (ddp_linear).
+// Taught in: chapter 08 (ddp_linear: Linear, mse_loss, SGD) and chapter 09 (ddp_classifier:
+// ReLU, BatchNorm1d and SyncBatchNorm, cross_entropy).
 #pragma once
 
 #include <cstdint>
