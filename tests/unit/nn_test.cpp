@@ -205,3 +205,22 @@ TEST(BatchNorm1d, GradientsMatchFiniteDifferences) {
 }
 
 }  // namespace
+
+namespace {
+
+// An evaluation between a training forward and its backward (as an epoch-end check can be) must
+// not change the gradient: backward uses the training batch's statistics.
+TEST(BatchNorm1d, AnEvaluationInBetweenDoesNotChangeTheGradient) {
+  const Tensor x = Tensor::from<float>({1, 5, 3, -2, 0.5f, 4}),
+               g = Tensor::from<float>({1, -1, 2, 0.5f, -3, 1});
+  dist::BatchNorm1d plain(2), interrupted(2);
+  plain.forward(x);
+  const Tensor want = plain.backward(g);
+  interrupted.forward(x);
+  interrupted.train(false);
+  interrupted.forward(Tensor::from<float>({100, -100}));
+  interrupted.train(true);
+  EXPECT_TRUE(interrupted.backward(g).equal(want));
+}
+
+}  // namespace
