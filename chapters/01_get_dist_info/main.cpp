@@ -155,12 +155,16 @@ int main(int argc, char** argv) {
                 << (dist::is_initialized() ? "true" : "false")
                 << ", get_dist_info() = " << rank_and_world(after);
     const bool after_ok = !dist::is_initialized() && after.rank == 0 && after.world_size == 1;
-    if (!job_ok || !after_ok) {
-      // Rank 0 speaks for the job; a rank whose own last check failed says so itself.
-      (after_ok ? dist::out0() : dist::out())
-          << "MISMATCH: an answer differs from the launcher's variables (see above)";
+    if (!after_ok) {  // no group is left to share this check: the rank says so itself
+      dist::out() << "MISMATCH: after destroy_process_group() this rank still looks initialized";
       return dist::kExitFailure;
     }
+    if (!job_ok) {
+      dist::out0() << "MISMATCH: an answer differs from the launcher's variables (see above)";
+      return dist::kExitFailure;
+    }
+    // This verdict covers the answers given while the group existed; each rank checked the last
+    // one (after destroy) itself, and any that failed has printed MISMATCH and exited 1.
     dist::out0() << "OK: every answer matches the launcher's variables on every rank";
     return dist::kExitOk;
   });

@@ -23,6 +23,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,30 +54,52 @@ def stop(proc):
 
 
 def run_pair(bin_dir, first, delay, port, twin, capture):
-    """Starts `first`, then the other `delay` seconds later; returns {which: (code, out, err)}."""
+    """Starts `first`, then the other `delay` seconds later; returns {which: (code, out, err)}.
+
+    Both are watched together: when one fails, the other is stopped at once instead of waiting
+    out its own timeout for a partner that is gone. Output goes to temporary files (capture) or
+    to this terminal."""
     order = [first, "rank1" if first == "rank0" else "rank0"]
-    pipe = subprocess.PIPE if capture else None
-    procs = {}
+    procs, files = {}, {}
     try:
         for i, which in enumerate(order):
             if i:
                 time.sleep(delay)
+            if capture:
+                files[which] = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+            out, err = files.get(which, (None, None))
             procs[which] = subprocess.Popen(
                 command(bin_dir, which, twin, "--master-port", str(port)),
-                stdout=pipe, stderr=pipe, text=True)
+                stdout=out, stderr=err, text=True)
         deadline = time.monotonic() + RUN_DEADLINE_S
+        notes = {}
+        while any(p.poll() is None for p in procs.values()):
+            failed = [w for w, p in procs.items() if p.poll() not in (None, 0)]
+            late = time.monotonic() > deadline
+            if failed or late:
+                for which, proc in procs.items():
+                    if proc.poll() is None:
+                        stop(proc)
+                        notes[which] = (f"still running after {RUN_DEADLINE_S} s; killed" if late
+                                        else f"stopped: its partner {failed[0]} had failed")
+                break
+            time.sleep(0.05)
         results = {}
         for which, proc in procs.items():
-            try:
-                out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-                results[which] = (proc.returncode, out or "", err or "")
-            except subprocess.TimeoutExpired:
-                stop(proc)
-                results[which] = (None, "", f"still running after {RUN_DEADLINE_S} s; killed")
+            out, err = "", ""
+            if capture:
+                for f in files[which]:
+                    f.seek(0)
+                out, err = files[which][0].read(), files[which][1].read()
+            code = None if which in notes else proc.returncode
+            results[which] = (code, out, err + notes.get(which, ""))
         return results
     finally:
         for proc in procs.values():
             stop(proc)
+        for pair in files.values():
+            for f in pair:
+                f.close()
 
 
 def readme_blocks(readme):

@@ -91,8 +91,10 @@ void draw_grid(std::int64_t epoch, const std::vector<Indices>& shards, std::int6
     std::vector<std::string> row(n, ".");
     for (std::size_t k = 0; k < shards[r].size(); ++k) {
       const bool padding = r + static_cast<std::int64_t>(k) * world >= n;
-      row[shards[r][k]] = padding ? "p" : "x";
       padded += padding;
+      const std::int64_t index = shards[r][k];
+      if (index < 0 || index >= n) continue;  // not an index: Step 5 reports it as a MISMATCH
+      row[static_cast<std::size_t>(index)] = padding ? "p" : "x";
     }
     std::string line = "  rank " + std::to_string(r) + " ";
     for (const std::string& c : row) line += cell(c);

@@ -304,6 +304,18 @@ BatchSampler::BatchSampler(const Sampler& sampler, std::int64_t batch_size, bool
   }
 }
 
+BatchSampler::BatchSampler(std::shared_ptr<const Sampler> sampler, std::int64_t batch_size,
+                           bool drop_last)
+    : owned_(std::move(sampler)),
+      sampler_(owned_.get()),
+      batch_size_(batch_size),
+      drop_last_(drop_last) {
+  if (sampler_ == nullptr) throw ConfigError("BatchSampler: the sampler is a null pointer");
+  if (batch_size <= 0) {
+    throw ConfigError("BatchSampler: batch_size = " + str(batch_size) + " must be positive");
+  }
+}
+
 BatchSampler::BatchSampler(std::vector<std::int64_t> indices, std::int64_t batch_size,
                            bool drop_last)
     : owned_(std::make_shared<FixedList>(std::move(indices))),
@@ -332,14 +344,14 @@ std::int64_t BatchSampler::size() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-std::unique_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
+std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
                                            bool distributed) {
   if (distributed) {
-    return std::make_unique<DistributedSampler>(dataset_size,
+    return std::make_shared<DistributedSampler>(dataset_size,
                                                 DistributedSamplerOptions{.shuffle = shuffle});
   }
-  if (shuffle) return std::make_unique<RandomSampler>(dataset_size);
-  return std::make_unique<SequentialSampler>(dataset_size);
+  if (shuffle) return std::make_shared<RandomSampler>(dataset_size);
+  return std::make_shared<SequentialSampler>(dataset_size);
 }
 
 }  // namespace dist

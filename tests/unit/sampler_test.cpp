@@ -272,4 +272,11 @@ TEST(MakeDataSampler, PicksTheSeedsSampler) {
   EXPECT_TRUE(throws_config_error(distributed, "init_process_group"));
 }
 
+// A BatchSampler given the shared_ptr keeps the sampler alive: the one-liner is safe.
+TEST(BatchSampler, KeepsASharedSamplerAlive) {
+  const dist::BatchSampler batches(dist::make_data_sampler(7, false, false), 3, false);
+  EXPECT_EQ(batches.batches(), (std::vector<std::vector<std::int64_t>>{{0, 1, 2}, {3, 4, 5}, {6}}));
+  EXPECT_EQ(batches.size(), 3);
+}
+
 }  // namespace

@@ -41,10 +41,10 @@ int main(int argc, char** argv) {
     dist::init_process_group(cli.init_options());
     const std::int64_t returned = now_ns();
 
-    // The latest call over all ranks; 2^53 ns is 104 days of uptime, the exact range of item().
+    // The latest call over all ranks, read back as int64 (item() would round past 2^53 ns).
     dist::Tensor latest = dist::Tensor::from<std::int64_t>({called}, dist::get_device());
     dist::all_reduce(latest, dist::ReduceOp::MAX);
-    const bool after_last = returned >= static_cast<std::int64_t>(latest.item(0));
+    const bool after_last = returned >= latest.to_vector<std::int64_t>()[0];
     dist::out() << "started " << launcher_rank * stagger_ms
                 << " ms after rank 0; init returned after the last rank had called it: "
                 << (after_last ? "yes" : "no");

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     const std::int64_t rank = dist::get_rank(), world = dist::get_world_size();
 
     bool ok = true;
-    int uneven = 0, expected_uneven = 0;
+    int uneven = 0, expected_uneven = 0, cases = 0;
     for (std::int64_t n = world; n <= 40; ++n) {
       for (std::int64_t batch = 1; batch <= 5; ++batch) {
         const std::int64_t begin = n * rank / world, end = n * (rank + 1) / world;
@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
         // divide n), so the step counts differ iff their batch counts do.
         const bool differ =
             n % world != 0 && batches_of(n / world, batch) != batches_of(n / world + 1, batch);
+        ++cases;
         uneven += naive_min != naive_max;
         expected_uneven += differ;
 
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
     }
     ok = ok && uneven == expected_uneven;
     dist::out0() << "naive contiguous shards: the ranks' step counts differ in " << uneven << " of "
-                 << (41 - world) * 5 << " cases (closed form: " << expected_uneven
+                 << cases << " cases (closed form: " << expected_uneven
                  << "); with DistributedSampler in none";
     dist::destroy_process_group();
     if (!ok) {

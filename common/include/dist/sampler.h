@@ -172,8 +172,12 @@ class BatchSampler {
  public:
   // Keeps a reference to `sampler`, which must outlive this BatchSampler (as in torch, where
   // the batch sampler holds the sampler). Each batches() call is one new pass of it.
+  // A sampler reached through a pointer must outlive it too: write
+  // `auto s = make_data_sampler(...); BatchSampler b(*s, ...)`, never `BatchSampler b(*make_...)`,
+  // or pass the shared_ptr itself, which the BatchSampler then keeps alive.
   BatchSampler(const Sampler& sampler, std::int64_t batch_size, bool drop_last);
   BatchSampler(const Sampler&& sampler, std::int64_t batch_size, bool drop_last) = delete;
+  BatchSampler(std::shared_ptr<const Sampler> sampler, std::int64_t batch_size, bool drop_last);
   // A fixed list (torch accepts any iterable of indices): every pass yields the same batches.
   BatchSampler(std::vector<std::int64_t> indices, std::int64_t batch_size, bool drop_last);
 
@@ -182,7 +186,7 @@ class BatchSampler {
   std::int64_t size() const;
 
  private:
-  std::shared_ptr<const Sampler> owned_;  // the fixed list, when given one
+  std::shared_ptr<const Sampler> owned_;  // a sampler given by shared_ptr, or the fixed list
   const Sampler* sampler_;
   std::int64_t batch_size_;
   bool drop_last_;
@@ -190,7 +194,8 @@ class BatchSampler {
 
 // The seed's make_data_sampler: DistributedSampler(dataset, shuffle=shuffle) when distributed
 // (the default group's world size and rank, seed 0), else RandomSampler or SequentialSampler.
-std::unique_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
+// Shared, so that a BatchSampler can hold it: BatchSampler(make_data_sampler(...), 32, false).
+std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
                                            bool distributed);
 
 }  // namespace dist
