@@ -46,6 +46,19 @@ else()
   dist_report(FALSE "PyTorch" "parity tests are skipped" "sudo apt-get install python3-torch")
 endif()
 
+# Chapter 09 reads Fashion-MNIST from Debian's dataset-fashion-mnist, gzip-compressed (zlib).
+find_package(ZLIB QUIET)
+set(DIST_FASHION_MNIST /usr/share/datasets/fashion-mnist)
+if(ZLIB_FOUND AND EXISTS ${DIST_FASHION_MNIST}/train-images-idx3-ubyte.gz
+   AND EXISTS ${DIST_FASHION_MNIST}/t10k-labels-idx1-ubyte.gz)
+  set(DIST_HAVE_FASHION_MNIST ON CACHE INTERNAL "")
+  dist_report(TRUE "Fashion-MNIST and zlib" "chapter 09's data set" "")
+else()
+  set(DIST_HAVE_FASHION_MNIST OFF CACHE INTERNAL "")
+  dist_report(FALSE "Fashion-MNIST and zlib" "chapter 09 is not built"
+              "sudo apt-get install dataset-fashion-mnist zlib1g-dev")
+endif()
+
 find_program(DIST_CLANG_FORMAT clang-format)
 if(DIST_CLANG_FORMAT)
   dist_report(TRUE "clang-format" "style check (ctest -L unit)" "")
