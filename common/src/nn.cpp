@@ -12,6 +12,7 @@
 
 #include "dist/check.h"
 #include "gpu/gpu.h"
+#include "nn_math.h"
 
 namespace dist {
 namespace {
@@ -42,36 +43,20 @@ std::int64_t whole_rows(const Tensor& x, std::int64_t features, const char* what
   return x.numel() / features;
 }
 
-// The CPU loops of the kernels in gpu.h, in the same order.
+// The CPU loops of the kernels in gpu.h: the same nn_math.h functions, value by value.
 namespace cpu {
 
 void batchnorm_sums(const float* a, const float* b, double* sums, std::int64_t rows,
                     std::int64_t features) {
-  for (std::int64_t c = 0; c < features; ++c) {
-    double first = 0, second = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const double v = a[r * features + c];
-      if (b != nullptr) {
-        first += v * b[r * features + c];
-        second += v;
-      } else {
-        first += v;
-        second += v * v;
-      }
-    }
-    sums[c] = first;
-    sums[features + c] = second;
-  }
+  for (std::int64_t c = 0; c < features; ++c)
+    nn_math::batchnorm_sums(a, b, sums, c, rows, features);
 }
 
 void batchnorm_apply(const float* x, const double* mean, const double* invstd, const float* weight,
                      const float* bias, float* xhat, float* out, std::int64_t rows,
                      std::int64_t features) {
   for (std::int64_t k = 0; k < rows * features; ++k) {
-    const std::int64_t c = k % features;
-    const double h = (x[k] - mean[c]) * invstd[c];
-    if (xhat != nullptr) xhat[k] = static_cast<float>(h);
-    out[k] = static_cast<float>(weight[c] * h + bias[c]);
+    nn_math::batchnorm_apply(x, mean, invstd, weight, bias, xhat, out, k, features);
   }
 }
 
@@ -79,28 +64,14 @@ void batchnorm_grad_input(const float* g, const float* xhat, const float* weight
                           const double* invstd, const double* sums, double count, float* gx,
                           std::int64_t rows, std::int64_t features) {
   for (std::int64_t k = 0; k < rows * features; ++k) {
-    const std::int64_t c = k % features;
-    const double mean_dy_xhat = sums[c] / count, mean_dy = sums[features + c] / count;
-    gx[k] = static_cast<float>(weight[c] * invstd[c] * (g[k] - mean_dy - xhat[k] * mean_dy_xhat));
+    gx[k] = nn_math::batchnorm_grad_input(g, xhat, weight, invstd, sums, count, k, features);
   }
 }
 
 void cross_entropy(const float* logits, const std::int64_t* labels, float* grad, double* loss,
                    std::int64_t* correct, std::int64_t rows, std::int64_t classes) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * classes;
-    std::int64_t best = 0;
-    for (std::int64_t k = 1; k < classes; ++k) best = row[k] > row[best] ? k : best;
-    double total = 0;
-    for (std::int64_t k = 0; k < classes; ++k) total += std::exp(double{row[k]} - row[best]);
-    const std::int64_t label = labels[r];
-    loss[r] = std::log(total) + row[best] - row[label];
-    correct[r] = best == label ? 1 : 0;
-    for (std::int64_t k = 0; k < classes; ++k) {
-      const double p = std::exp(double{row[k]} - row[best]) / total;
-      grad[r * classes + k] =
-          static_cast<float>((p - (k == label ? 1.0 : 0.0)) / static_cast<double>(rows));
-    }
+    nn_math::cross_entropy_row(logits, labels, grad, loss, correct, r, rows, classes);
   }
 }
 
@@ -143,13 +114,8 @@ Tensor Linear::forward(const Tensor& x) {
   if (device.is_cuda()) {
     gpu::linear_forward(xs, w, b, o, batch, in_, out_, device.index());
   } else {
-    for (std::int64_t n = 0; n < batch; ++n) {
-      for (std::int64_t j = 0; j < out_; ++j) {
-        double acc = b[j];
-        for (std::int64_t i = 0; i < in_; ++i) acc += double{xs[n * in_ + i]} * w[j * in_ + i];
-        o[n * out_ + j] = static_cast<float>(acc);
-      }
-    }
+    for (std::int64_t k = 0; k < batch * out_; ++k)
+      o[k] = nn_math::linear_out(xs, w, b, k, in_, out_);
   }
   input_ = x;
   return out;
@@ -177,21 +143,13 @@ Tensor Linear::backward(const Tensor& grad_out) {
     return grad_x;
   }
   for (std::int64_t j = 0; j < out_; ++j) {
-    double db = 0;
-    for (std::int64_t n = 0; n < batch; ++n) db += g[n * out_ + j];
-    gb[j] = static_cast<float>(gb[j] + db);  // += : gradients accumulate until zero_grad()
-    for (std::int64_t i = 0; i < in_; ++i) {
-      double dw = 0;
-      for (std::int64_t n = 0; n < batch; ++n) dw += double{g[n * out_ + j]} * x[n * in_ + i];
-      gw[j * in_ + i] = static_cast<float>(gw[j * in_ + i] + dw);
-    }
+    gb[j] = nn_math::linear_grad_bias(g, gb[j], j, batch, out_);
   }
-  for (std::int64_t n = 0; n < batch; ++n) {
-    for (std::int64_t i = 0; i < in_; ++i) {
-      double acc = 0;
-      for (std::int64_t j = 0; j < out_; ++j) acc += double{g[n * out_ + j]} * w[j * in_ + i];
-      gx[n * in_ + i] = static_cast<float>(acc);
-    }
+  for (std::int64_t k = 0; k < out_ * in_; ++k) {
+    gw[k] = nn_math::linear_grad_weight(x, g, gw[k], k, batch, in_, out_);  // += until zero_grad
+  }
+  for (std::int64_t k = 0; k < batch * in_; ++k) {
+    gx[k] = nn_math::linear_grad_input(g, w, k, in_, out_);
   }
   return grad_x;
 }
@@ -204,7 +162,7 @@ Tensor ReLU::forward(const Tensor& x) {
   if (x.is_cuda()) {
     gpu::relu_forward(in, o, x.numel(), x.device().index());
   } else {
-    for (std::int64_t k = 0; k < x.numel(); ++k) o[k] = in[k] > 0 ? in[k] : 0.0f;
+    for (std::int64_t k = 0; k < x.numel(); ++k) o[k] = nn_math::relu(in[k]);
   }
   input_ = x;
   return out;
@@ -224,7 +182,7 @@ Tensor ReLU::backward(const Tensor& grad_out) {
   if (grad_out.is_cuda()) {
     gpu::relu_backward(x, g, gx, grad_out.numel(), grad_out.device().index());
   } else {
-    for (std::int64_t k = 0; k < grad_out.numel(); ++k) gx[k] = x[k] > 0 ? g[k] : 0.0f;
+    for (std::int64_t k = 0; k < grad_out.numel(); ++k) gx[k] = nn_math::relu_grad(x[k], g[k]);
   }
   return grad_x;
 }
@@ -438,7 +396,7 @@ void SGD::step() {
       gpu::sgd_step(data, grad, n, lr, p->data.device().index());
       continue;
     }
-    for (std::int64_t i = 0; i < n; ++i) data[i] -= lr * grad[i];
+    for (std::int64_t i = 0; i < n; ++i) data[i] = nn_math::sgd(data[i], grad[i], lr);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "dist/check.h"
 #include "gpu/device_guard.h"
 #include "gpu/gpu.h"
+#include "nn_math.h"
 
 namespace dist::gpu {
 namespace {
@@ -35,48 +36,33 @@ void finish(const char* what, int device) {
   }
 }
 
-// out[n][j] = bias[j] + sum_i x[n][i] * weight[j][i]; one thread per (n, j).
+// One thread per output value; the arithmetic is nn_math.h's, which the CPU loops share.
 __global__ void linear_forward_kernel(const float* x, const float* weight, const float* bias,
-                                      float* out, std::int64_t batch, std::int64_t in,
+                                      float* out, std::int64_t rows, std::int64_t in,
                                       std::int64_t out_features) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= batch * out_features) return;
-  const std::int64_t n = k / out_features, j = k % out_features;
-  double acc = bias[j];
-  for (std::int64_t i = 0; i < in; ++i) acc += double{x[n * in + i]} * weight[j * in + i];
-  out[k] = static_cast<float>(acc);
+  if (k < rows * out_features) out[k] = nn_math::linear_out(x, weight, bias, k, in, out_features);
 }
 
-// grad_weight[j][i] += sum_n grad_out[n][j] * x[n][i], and for i == 0 also
-// grad_bias[j] += sum_n grad_out[n][j]; one thread per (j, i).
+// One thread per weight (j, i); the thread of i == 0 also does bias j: one writer per value.
 __global__ void linear_grad_params_kernel(const float* x, const float* grad_out, float* grad_weight,
-                                          float* grad_bias, std::int64_t batch, std::int64_t in,
+                                          float* grad_bias, std::int64_t rows, std::int64_t in,
                                           std::int64_t out_features) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (k >= out_features * in) return;
-  const std::int64_t j = k / in, i = k % in;
-  double dw = 0;
-  for (std::int64_t n = 0; n < batch; ++n)
-    dw += double{grad_out[n * out_features + j]} * x[n * in + i];
-  grad_weight[k] = static_cast<float>(grad_weight[k] + dw);
-  if (i == 0) {
-    double db = 0;
-    for (std::int64_t n = 0; n < batch; ++n) db += grad_out[n * out_features + j];
-    grad_bias[j] = static_cast<float>(grad_bias[j] + db);
+  grad_weight[k] =
+      nn_math::linear_grad_weight(x, grad_out, grad_weight[k], k, rows, in, out_features);
+  if (k % in == 0) {
+    const std::int64_t j = k / in;
+    grad_bias[j] = nn_math::linear_grad_bias(grad_out, grad_bias[j], j, rows, out_features);
   }
 }
 
-// grad_x[n][i] = sum_j grad_out[n][j] * weight[j][i]; one thread per (n, i).
 __global__ void linear_grad_input_kernel(const float* grad_out, const float* weight, float* grad_x,
-                                         std::int64_t batch, std::int64_t in,
+                                         std::int64_t rows, std::int64_t in,
                                          std::int64_t out_features) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= batch * in) return;
-  const std::int64_t n = k / in, i = k % in;
-  double acc = 0;
-  for (std::int64_t j = 0; j < out_features; ++j)
-    acc += double{grad_out[n * out_features + j]} * weight[j * in + i];
-  grad_x[k] = static_cast<float>(acc);
+  if (k < rows * in) grad_x[k] = nn_math::linear_grad_input(grad_out, weight, k, in, out_features);
 }
 
 // One block: grad[i] = 2 (out[i] - target[i]) / n, and *sum = sum_i (out[i] - target[i])^2. Each
@@ -102,78 +88,50 @@ __global__ void mse_kernel(const float* out, const float* target, float* grad, s
 
 __global__ void sgd_kernel(float* param, const float* grad, std::int64_t n, float lr) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k < n) param[k] -= lr * grad[k];
+  if (k < n) param[k] = nn_math::sgd(param[k], grad[k], lr);
 }
 
 __global__ void relu_forward_kernel(const float* x, float* out, std::int64_t n) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k < n) out[k] = x[k] > 0 ? x[k] : 0.0f;
+  if (k < n) out[k] = nn_math::relu(x[k]);
 }
 
 __global__ void relu_backward_kernel(const float* x, const float* g, float* gx, std::int64_t n) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k < n) gx[k] = x[k] > 0 ? g[k] : 0.0f;
+  if (k < n) gx[k] = nn_math::relu_grad(x[k], g[k]);
 }
 
-// One thread per feature, rows in order: the same sums, in the same order, as the CPU loop.
+// One thread per feature, rows in order.
 __global__ void batchnorm_sums_kernel(const float* a, const float* b, double* sums,
                                       std::int64_t rows, std::int64_t features) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= features) return;
-  double first = 0, second = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const double v = a[r * features + c];
-    if (b != nullptr) {
-      first += v * b[r * features + c];
-      second += v;
-    } else {
-      first += v;
-      second += v * v;
-    }
-  }
-  sums[c] = first;
-  sums[features + c] = second;
+  if (c < features) nn_math::batchnorm_sums(a, b, sums, c, rows, features);
 }
 
 __global__ void batchnorm_apply_kernel(const float* x, const double* mean, const double* invstd,
                                        const float* weight, const float* bias, float* xhat,
                                        float* out, std::int64_t rows, std::int64_t features) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= rows * features) return;
-  const std::int64_t c = k % features;
-  const double h = (x[k] - mean[c]) * invstd[c];
-  if (xhat != nullptr) xhat[k] = static_cast<float>(h);
-  out[k] = static_cast<float>(weight[c] * h + bias[c]);
+  if (k < rows * features) {
+    nn_math::batchnorm_apply(x, mean, invstd, weight, bias, xhat, out, k, features);
+  }
 }
 
 __global__ void batchnorm_grad_input_kernel(const float* g, const float* xhat, const float* weight,
                                             const double* invstd, const double* sums, double count,
                                             float* gx, std::int64_t rows, std::int64_t features) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= rows * features) return;
-  const std::int64_t c = k % features;
-  const double mean_dy_xhat = sums[c] / count, mean_dy = sums[features + c] / count;
-  gx[k] = static_cast<float>(weight[c] * invstd[c] * (g[k] - mean_dy - xhat[k] * mean_dy_xhat));
+  if (k < rows * features) {
+    gx[k] = nn_math::batchnorm_grad_input(g, xhat, weight, invstd, sums, count, k, features);
+  }
 }
 
-// One thread per row: a log-sum-exp shifted by the row's largest logit, in double.
+// One thread per row.
 __global__ void cross_entropy_kernel(const float* logits, const std::int64_t* labels, float* grad,
                                      double* loss, std::int64_t* correct, std::int64_t rows,
                                      std::int64_t classes) {
   const std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const float* row = logits + r * classes;
-  std::int64_t best = 0;
-  for (std::int64_t k = 1; k < classes; ++k) best = row[k] > row[best] ? k : best;
-  double total = 0;
-  for (std::int64_t k = 0; k < classes; ++k) total += exp(double{row[k]} - row[best]);
-  const std::int64_t label = labels[r];
-  loss[r] = log(total) + row[best] - row[label];
-  correct[r] = best == label ? 1 : 0;
-  for (std::int64_t k = 0; k < classes; ++k) {
-    const double p = exp(double{row[k]} - row[best]) / total;
-    grad[r * classes + k] = static_cast<float>((p - (k == label ? 1.0 : 0.0)) / rows);
-  }
+  if (r < rows) nn_math::cross_entropy_row(logits, labels, grad, loss, correct, r, rows, classes);
 }
 
 }  // namespace

@@ -1,0 +1,132 @@
+// The arithmetic of dist/nn.h, one output value at a time (internal). The CPU loops in nn.cpp and
+// the CUDA kernels in gpu/nn_kernels.cu both call these functions, so both devices compute every
+// value with the same operations in the same order: in double, rounded once to float32. (The
+// kernels are built without fused multiply-adds, which would round differently.) Shapes: a batch
+// of `rows` rows, row-major; weight[j][i] at j * in + i.
+#pragma once
+
+#include <math.h>  // exp and log, declared for device code by nvcc as well
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define DIST_HOST_DEVICE __host__ __device__
+#else
+#define DIST_HOST_DEVICE
+#endif
+
+namespace dist::nn_math {
+
+// Linear: out[n][j] = bias[j] + sum_i x[n][i] * weight[j][i], for k = n * out + j.
+DIST_HOST_DEVICE inline float linear_out(const float* x, const float* weight, const float* bias,
+                                         std::int64_t k, std::int64_t in, std::int64_t out) {
+  const std::int64_t n = k / out, j = k % out;
+  double acc = bias[j];
+  for (std::int64_t i = 0; i < in; ++i) acc += double{x[n * in + i]} * weight[j * in + i];
+  return static_cast<float>(acc);
+}
+
+// grad_weight[j][i] + sum_n grad_out[n][j] * x[n][i], for k = j * in + i.
+DIST_HOST_DEVICE inline float linear_grad_weight(const float* x, const float* grad_out,
+                                                 float current, std::int64_t k, std::int64_t rows,
+                                                 std::int64_t in, std::int64_t out) {
+  const std::int64_t j = k / in, i = k % in;
+  double dw = 0;
+  for (std::int64_t n = 0; n < rows; ++n) dw += double{grad_out[n * out + j]} * x[n * in + i];
+  return static_cast<float>(current + dw);
+}
+
+// grad_bias[j] + sum_n grad_out[n][j].
+DIST_HOST_DEVICE inline float linear_grad_bias(const float* grad_out, float current, std::int64_t j,
+                                               std::int64_t rows, std::int64_t out) {
+  double db = 0;
+  for (std::int64_t n = 0; n < rows; ++n) db += grad_out[n * out + j];
+  return static_cast<float>(current + db);
+}
+
+// grad_x[n][i] = sum_j grad_out[n][j] * weight[j][i], for k = n * in + i.
+DIST_HOST_DEVICE inline float linear_grad_input(const float* grad_out, const float* weight,
+                                                std::int64_t k, std::int64_t in, std::int64_t out) {
+  const std::int64_t n = k / in, i = k % in;
+  double acc = 0;
+  for (std::int64_t j = 0; j < out; ++j) acc += double{grad_out[n * out + j]} * weight[j * in + i];
+  return static_cast<float>(acc);
+}
+
+DIST_HOST_DEVICE inline float relu(float x) {
+  return x > 0 ? x : 0.0f;
+}
+DIST_HOST_DEVICE inline float relu_grad(float x, float g) {
+  return x > 0 ? g : 0.0f;
+}
+
+// Feature c's two sums over the rows, rows in order: with b == nullptr, sum a and sum a^2
+// (forward); else sum a * b and sum a (backward: a = grad_out, b = xhat).
+DIST_HOST_DEVICE inline void batchnorm_sums(const float* a, const float* b, double* sums,
+                                            std::int64_t c, std::int64_t rows,
+                                            std::int64_t features) {
+  double first = 0, second = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double v = a[r * features + c];
+    if (b != nullptr) {
+      first += v * b[r * features + c];
+      second += v;
+    } else {
+      first += v;
+      second += v * v;
+    }
+  }
+  sums[c] = first;
+  sums[features + c] = second;
+}
+
+// out = weight * xhat + bias with xhat = (x - mean) * invstd, for value k; xhat kept if asked.
+DIST_HOST_DEVICE inline void batchnorm_apply(const float* x, const double* mean,
+                                             const double* invstd, const float* weight,
+                                             const float* bias, float* xhat, float* out,
+                                             std::int64_t k, std::int64_t features) {
+  const std::int64_t c = k % features;
+  const double h = (x[k] - mean[c]) * invstd[c];
+  if (xhat != nullptr) xhat[k] = static_cast<float>(h);
+  out[k] = static_cast<float>(weight[c] * h + bias[c]);
+}
+
+// dx = weight * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), the means over `count` rows
+// (all ranks' for SyncBatchNorm), from sums = [sum dy * xhat, sum dy].
+DIST_HOST_DEVICE inline float batchnorm_grad_input(const float* grad_out, const float* xhat,
+                                                   const float* weight, const double* invstd,
+                                                   const double* sums, double count, std::int64_t k,
+                                                   std::int64_t features) {
+  const std::int64_t c = k % features;
+  const double mean_dy_xhat = sums[c] / count, mean_dy = sums[features + c] / count;
+  return static_cast<float>(weight[c] * invstd[c] *
+                            (grad_out[k] - mean_dy - xhat[k] * mean_dy_xhat));
+}
+
+// Row r of cross_entropy: loss = logsumexp(logits) - logits[label] (shifted by the largest logit),
+// grad = (softmax - one_hot(label)) / rows, correct = 1 when the first largest logit is the label.
+DIST_HOST_DEVICE inline void cross_entropy_row(const float* logits, const std::int64_t* labels,
+                                               float* grad, double* loss, std::int64_t* correct,
+                                               std::int64_t r, std::int64_t rows,
+                                               std::int64_t classes) {
+  const float* row = logits + r * classes;
+  std::int64_t best = 0;
+  for (std::int64_t k = 1; k < classes; ++k) best = row[k] > row[best] ? k : best;
+  double total = 0;
+  for (std::int64_t k = 0; k < classes; ++k) total += exp(double{row[k]} - row[best]);
+  const std::int64_t label = labels[r];
+  loss[r] = log(total) + row[best] - row[label];
+  correct[r] = best == label ? 1 : 0;
+  for (std::int64_t k = 0; k < classes; ++k) {
+    const double p = exp(double{row[k]} - row[best]) / total;
+    grad[r * classes + k] =
+        static_cast<float>((p - (k == label ? 1.0 : 0.0)) / static_cast<double>(rows));
+  }
+}
+
+// SGD: p - lr * g in float32, rounded after the product and after the difference.
+DIST_HOST_DEVICE inline float sgd(float param, float grad, float lr) {
+  return param - lr * grad;
+}
+
+}  // namespace dist::nn_math
