@@ -9,41 +9,13 @@
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
-#include <dist/sampler.h>
 
 #include <cmath>
-#include <cstdint>
-#include <functional>
 #include <vector>
 
-namespace {
+#include "noiseless_line.h"
 
-// Four epochs on y = 3x + 2 (no noise), x evenly spaced in [-2, 2); `average` is called between
-// backward and the optimizer step.
-void train(dist::Linear& model, const std::function<void()>& average) {
-  constexpr int kSamples = 256;
-  std::vector<float> xs, ys;
-  for (int i = 0; i < kSamples; ++i) {
-    xs.push_back(-2.0f + 4.0f * static_cast<float>(i) / kSamples);
-    ys.push_back(3.0f * xs.back() + 2.0f);
-  }
-  dist::SGD optimizer(model.parameters(), 0.01);
-  dist::DistributedSampler sampler(kSamples, {.seed = 0});
-  for (int epoch = 0; epoch < 4; ++epoch) {
-    sampler.set_epoch(epoch);
-    for (const auto& batch : dist::BatchSampler(sampler, 8, false).batches()) {
-      std::vector<float> x, y;
-      for (std::int64_t i : batch) x.push_back(xs[i]), y.push_back(ys[i]);
-      const dist::Device device = model.weight().data.device();
-      optimizer.zero_grad();
-      model.backward(dist::mse_loss(model.forward(dist::Tensor::from(x, device)),
-                                    dist::Tensor::from(y, device))
-                         .grad);
-      average();
-      optimizer.step();
-    }
-  }
-}
+namespace {
 
 // This rank's weight minus rank 0's.
 double gap_to_rank0(const dist::Linear& model) {
@@ -67,7 +39,7 @@ int main(int argc, char** argv) {
     // Gradients averaged by hand, no broadcast: each replica keeps its own start.
     dist::Linear alone(1, 1, own, dist::get_device());
     const double gap_before = gap_to_rank0(alone);
-    train(alone, [&] {
+    ch08::train_on_line(alone, 0.01, 4, [&] {
       for (dist::Parameter* p : alone.parameters()) {
         p->grad /= world;
         dist::all_reduce(p->grad, dist::ReduceOp::SUM);
@@ -80,7 +52,7 @@ int main(int argc, char** argv) {
     // The same with DistributedDataParallel: rank 0's start everywhere, and no gap ever.
     dist::Linear wrapped(1, 1, own, dist::get_device());
     dist::DistributedDataParallel ddp(wrapped.parameters());
-    train(wrapped, [&] { ddp.average_gradients(); });
+    ch08::train_on_line(wrapped, 0.01, 4, [&] { ddp.average_gradients(); });
     const double ddp_gap = gap_to_rank0(wrapped);
     dist::out() << "with DistributedDataParallel: w - rank 0's w = " << ddp_gap;
 

@@ -10,43 +10,14 @@
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
-#include <dist/sampler.h>
 
 #include <cmath>
-#include <cstdint>
-#include <functional>
-#include <vector>
+
+#include "noiseless_line.h"
 
 namespace {
 
 constexpr double kLr = 0.01;
-
-// Two epochs on y = 3x + 2 (no noise), x evenly spaced in [-2, 2); `reduce` is called between
-// backward and the optimizer step.
-void train(dist::Linear& model, double lr, const std::function<void()>& reduce) {
-  constexpr int kSamples = 256;
-  std::vector<float> xs, ys;
-  for (int i = 0; i < kSamples; ++i) {
-    xs.push_back(-2.0f + 4.0f * static_cast<float>(i) / kSamples);
-    ys.push_back(3.0f * xs.back() + 2.0f);
-  }
-  dist::SGD optimizer(model.parameters(), lr);
-  dist::DistributedSampler sampler(kSamples, {.seed = 0});
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    sampler.set_epoch(epoch);
-    for (const auto& batch : dist::BatchSampler(sampler, 8, false).batches()) {
-      std::vector<float> x, y;
-      for (std::int64_t i : batch) x.push_back(xs[i]), y.push_back(ys[i]);
-      const dist::Device device = model.weight().data.device();
-      optimizer.zero_grad();
-      model.backward(dist::mse_loss(model.forward(dist::Tensor::from(x, device)),
-                                    dist::Tensor::from(y, device))
-                         .grad);
-      reduce();
-      optimizer.step();
-    }
-  }
-}
 
 }  // namespace
 
@@ -62,13 +33,13 @@ int main(int argc, char** argv) {
 
     // The slip: the sum of the gradients, at the learning rate meant for their mean.
     dist::Linear summed(1, 1, start, dist::get_device());
-    train(summed, kLr, [&] {
+    ch08::train_on_line(summed, kLr, 2, [&] {
       for (dist::Parameter* p : summed.parameters()) dist::all_reduce(p->grad, dist::ReduceOp::SUM);
     });
     // What it equals: the mean (DDP), at world_size times the learning rate.
     dist::Linear scaled(1, 1, start, dist::get_device());
     dist::DistributedDataParallel ddp(scaled.parameters());
-    train(scaled, kLr * world, [&] { ddp.average_gradients(); });
+    ch08::train_on_line(scaled, kLr * world, 2, [&] { ddp.average_gradients(); });
 
     const double w1 = summed.weight().data.item(0), w2 = scaled.weight().data.item(0);
     const double b1 = summed.bias().data.item(0), b2 = scaled.bias().data.item(0);
