@@ -442,6 +442,7 @@ int main(int argc, char** argv) {
 
     // ---- Step 3: train; every `accumulate` batches make one step
     dist::DistributedSampler sampler(train.size(), {.seed = seed});
+    std::optional<std::pair<std::int64_t, std::int64_t>> evaluated;  // the last epoch's
     for (int epoch = first_epoch; epoch < epochs; ++epoch) {
       sampler.set_epoch(epoch);
       // Per rank and per epoch, so a resumed run draws what the uninterrupted one drew.
@@ -476,7 +477,8 @@ int main(int argc, char** argv) {
       // ---- Step 4: evaluate on the held-out images; rank 0 checkpoints
       dist::Tensor mean_loss = dist::full(1, loss_sum / batches.size(), dist::kFloat64, device);
       dist::all_reduce(mean_loss);
-      const auto [correct, counted] = evaluate(model, test, device);
+      evaluated = evaluate(model, test, device);
+      const auto [correct, counted] = *evaluated;
       dist::out0() << "epoch " << epoch + 1 << "/" << epochs << ": train loss "
                    << fixed4(mean_loss.item(0) / world) << ", test accuracy "
                    << percent(correct, counted);
@@ -484,7 +486,8 @@ int main(int argc, char** argv) {
     }
 
     // ---- Step 5: the verdict: equal replicas, every test image counted once, the floor reached
-    const auto [correct, counted] = evaluate(model, test, device);
+    // (the last epoch's evaluation; a run resumed after its last epoch evaluates now)
+    const auto [correct, counted] = evaluated ? *evaluated : evaluate(model, test, device);
     const std::string print = fingerprint(model);
     dist::out() << "parameters fingerprint " << print;
     std::vector<dist::Tensor> everyone;
