@@ -1,0 +1,145 @@
+#!/usr/bin/env node
+// Builds the decks: slides/decks/*.md, with every <!-- include: file#region --> replaced by that
+// region of the sources (regions.mjs) and the diagrams drawn (diagrams.mjs), into HTML and PDF
+// with Marp. `./tutorial slides` runs it; the tests run it too.
+//
+//   node slides/tools/build.mjs [--out DIR] [--no-pdf] [--check] [--decks DIR] [--no-lint]
+//
+//   --out DIR    where the decks go (default: build/slides); DIR/NAME.html, DIR/NAME.pdf
+//   --no-pdf     HTML only (no browser needed)
+//   --check      expand and check the decks, build nothing (needs no npm packages)
+//   --decks DIR  read the decks from DIR instead of slides/decks (the tests' bad decks)
+//   --no-lint    skip the checks that tie decks to chapters (for decks outside slides/decks)
+//   --only NAME  build only the decks whose file name starts with NAME (repeatable), e.g. 04
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expandIncludes, RegionError } from './regions.mjs';
+import { DIAGRAMS } from './diagrams.mjs';
+
+const SLIDES = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = resolve(SLIDES, '..');
+
+const HELP = readFileSync(fileURLToPath(import.meta.url), 'utf8')
+  .split('\n')
+  .slice(1)
+  .filter((l) => l.startsWith('//'))
+  .map((l) => l.replace(/^\/\/ ?/, ''))
+  .join('\n');
+
+function parseArgs(argv) {
+  const opts = { out: join(ROOT, 'build', 'slides'), pdf: true, check: false, decks: join(SLIDES, 'decks'), lint: true, only: [] };
+  for (let i = 0; i < argv.length; ++i) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) fail(`${a} needs a value`, 2);
+      return resolve(argv[++i]);
+    };
+    if (a === '--out') opts.out = value();
+    else if (a === '--decks') opts.decks = value();
+    else if (a === '--only') {
+      if (i + 1 >= argv.length) fail('--only needs a deck name, such as 04', 2);
+      opts.only.push(argv[++i]);
+    } else if (a === '--no-pdf') opts.pdf = false;
+    else if (a === '--check') opts.check = true;
+    else if (a === '--no-lint') opts.lint = false;
+    else if (a === '-h' || a === '--help') {
+      process.stdout.write(HELP + '\n');
+      process.exit(0);
+    } else fail(`unknown option '${a}' (--help lists them)`, 2);
+  }
+  return opts;
+}
+
+function fail(message, code = 1) {
+  process.stderr.write(`slides: ${message}\n`);
+  process.exit(code);
+}
+
+// The lessons `./tutorial run NAME` knows, read from its LESSONS table.
+function tutorialLessons() {
+  const text = readFileSync(join(ROOT, 'tutorial'), 'utf8');
+  return new Set([...text.matchAll(/^ {2}"([A-Za-z0-9-]+)\|/gm)].map((m) => m[1]));
+}
+
+// The checks that tie the decks to the chapters: one deck per chapter, named like its folder;
+// each chapter deck has a "Run this now" slide with `./tutorial run NN`, a lesson that exists;
+// each chapter README links its deck; every deck has speaker notes.
+function lint(decks, expanded) {
+  const problems = [];
+  const chapters = readdirSync(join(ROOT, 'chapters'), { withFileTypes: true })
+    .filter((d) => d.isDirectory() && /^\d\d_/.test(d.name))
+    .map((d) => d.name);
+  const lessons = tutorialLessons();
+  for (const chapter of chapters) {
+    const deck = `${chapter}.md`;
+    if (!decks.includes(deck)) problems.push(`chapter ${chapter} has no deck slides/decks/${deck}`);
+    const readme = readFileSync(join(ROOT, 'chapters', chapter, 'README.md'), 'utf8');
+    if (!readme.includes(`../../slides/decks/${deck}`)) problems.push(`chapters/${chapter}/README.md does not link its deck ../../slides/decks/${deck}`);
+  }
+  const rootReadme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  for (const deck of decks) {
+    const text = expanded.get(deck);
+    const number = deck.slice(0, 2);
+    if (!rootReadme.includes(`slides/decks/${deck}`)) problems.push(`README.md does not link slides/decks/${deck}`);
+    if (!/<!--(?!\s*(include:|_?[a-zA-Z]+:))[\s\S]*?-->/.test(text)) problems.push(`${deck} has no speaker notes (HTML comments)`);
+    if (!/^\d\d_/.test(deck)) continue;
+    if (!chapters.includes(deck.replace(/\.md$/, ''))) problems.push(`${deck} names no chapter folder chapters/${deck.replace(/\.md$/, '')}`);
+    const cue = text.match(/Run this now[\s\S]*?\.\/tutorial run ([A-Za-z0-9-]+)/);
+    if (!cue) problems.push(`${deck} has no "Run this now" slide with ./tutorial run ${number}`);
+    else if (cue[1] !== number) problems.push(`${deck}'s "Run this now" runs lesson ${cue[1]}, not ${number}`);
+    for (const m of text.matchAll(/\.\/tutorial run ([A-Za-z0-9-]+)/g)) {
+      if (!lessons.has(m[1])) problems.push(`${deck} shows ./tutorial run ${m[1]}, which is not a lesson in ./tutorial's table`);
+    }
+  }
+  return problems;
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const all = readdirSync(opts.decks).filter((f) => f.endsWith('.md')).sort();
+  const decks = opts.only.length ? all.filter((f) => opts.only.some((o) => f.startsWith(o))) : all;
+  if (decks.length === 0) fail(`no decks (*.md${opts.only.length ? ` starting with ${opts.only.join(' or ')}` : ''}) in ${opts.decks}`);
+  const expanded = new Map();
+  try {
+    for (const deck of decks) expanded.set(deck, expandIncludes(readFileSync(join(opts.decks, deck), 'utf8'), deck, ROOT));
+  } catch (e) {
+    if (e instanceof RegionError) fail(e.message);
+    throw e;
+  }
+  if (opts.lint && opts.only.length === 0) {
+    const problems = lint(decks, expanded);
+    if (problems.length) fail(`the decks do not match the chapters:\n  ${problems.join('\n  ')}`);
+  }
+  if (opts.check) {
+    process.stdout.write(`slides: ${decks.length} decks checked, every include found\n`);
+    return;
+  }
+
+  // Write the expanded decks and the diagrams side by side: relative image paths then resolve
+  // the same way in the HTML, in the PDF and in the Markdown.
+  rmSync(opts.out, { recursive: true, force: true });
+  mkdirSync(join(opts.out, 'diagrams'), { recursive: true });
+  for (const [name, draw] of Object.entries(DIAGRAMS)) writeFileSync(join(opts.out, 'diagrams', name), draw());
+  const sources = [];
+  for (const [deck, text] of expanded) {
+    const file = join(opts.out, deck);
+    writeFileSync(file, text);
+    sources.push(file);
+  }
+  let marpCli;
+  try {
+    ({ marpCli } = await import('@marp-team/marp-cli'));
+  } catch {
+    fail(`Marp is not installed: run  npm ci --prefix ${relative(process.cwd(), SLIDES) || '.'}  (./tutorial slides does)`);
+  }
+  const common = ['--no-stdin', '--no-config-file', '--theme-set', join(SLIDES, 'theme', 'tutorial.css'), '--html', '--allow-local-files'];
+  const formats = opts.pdf ? [[], ['--pdf']] : [[]];
+  for (const format of formats) {
+    const code = await marpCli([...common, ...format, ...sources]);
+    if (code !== 0) fail(`marp failed (exit ${code}) building ${format.length ? 'PDF' : 'HTML'}`);
+  }
+  process.stdout.write(`slides: ${decks.length} decks in ${relative(process.cwd(), opts.out) || '.'}/ (HTML${opts.pdf ? ' and PDF' : ''})\n`);
+}
+
+main().catch((e) => fail(e.stack ?? String(e)));

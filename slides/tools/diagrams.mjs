@@ -1,0 +1,211 @@
+// The decks' diagrams, drawn as SVG from the same rules the code follows, so a picture cannot
+// show a schedule the code does not run:
+//   ring_all_reduce.svg  chapter 04's ring_all_reduce on 3 ranks, step by step
+//   rank_local_rank.svg  seed 001's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
+//   sampler.svg          DistributedSampler's padding and striding, and drop_last
+//   ddp_buckets.svg      chapter 09's gradient buckets, overlapping backward
+// Each function returns the SVG text; build.mjs writes them next to the HTML decks.
+
+const FONT = "font-family='DejaVu Sans, sans-serif'";
+const MONO = "font-family='DejaVu Sans Mono, monospace'";
+// One colour per rank, used by every diagram (and matching the decks' theme).
+export const RANK_COLOURS = ['#4e79a7', '#f28e2b', '#59a14f', '#b07aa1'];
+const INK = '#1d2433';
+const MUTED = '#6b7280';
+
+const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+const svg = (w, h, body, title) =>
+  `<svg xmlns='http://www.w3.org/2000/svg' width='${w}' height='${h}' viewBox='0 0 ${w} ${h}' role='img'>` +
+  `<title>${esc(title)}</title>` +
+  `<defs><marker id='arrow' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='7' markerHeight='7' orient='auto-start-reverse'>` +
+  `<path d='M0,0 L10,5 L0,10 z' fill='${INK}'/></marker>` +
+  `<pattern id='hatch' width='8' height='8' patternUnits='userSpaceOnUse' patternTransform='rotate(45)'>` +
+  `<rect width='8' height='8' fill='#ffffff'/><line x1='0' y1='0' x2='0' y2='8' stroke='#9ca3af' stroke-width='4'/></pattern></defs>` +
+  `<rect width='${w}' height='${h}' fill='#ffffff'/>${body}</svg>\n`;
+const text = (x, y, s, { size = 16, anchor = 'start', weight = 'normal', fill = INK, mono = false } = {}) =>
+  `<text x='${x}' y='${y}' font-size='${size}' text-anchor='${anchor}' font-weight='${weight}' fill='${fill}' ${mono ? MONO : FONT}>${esc(s)}</text>`;
+const rect = (x, y, w, h, { fill = '#ffffff', stroke = INK, width = 1.5, rx = 4 } = {}) =>
+  `<rect x='${x}' y='${y}' width='${w}' height='${h}' rx='${rx}' fill='${fill}' stroke='${stroke}' stroke-width='${width}'/>`;
+
+// The ring schedule of chapter 04 (ring_all_reduce and draw_ring in main.cpp): in reduce-scatter
+// step s rank r sends chunk (r - s) mod W and adds the chunk (r - s - 1) mod W it receives; in
+// all-gather step s it sends chunk (r + 1 - s) mod W and stores the chunk (r - s) mod W.
+export function ringSchedule(world) {
+  const mod = (c) => ((c % world) + world) % world;
+  // held[r][c]: the set of ranks whose chunk c is summed into rank r's chunk c
+  let held = Array.from({ length: world }, (_, r) => Array.from({ length: world }, () => new Set([r])));
+  const steps = [{ name: 'start', held, moves: [] }];
+  for (const phase of ['reduce-scatter', 'all-gather']) {
+    for (let s = 0; s < world - 1; ++s) {
+      const next = held.map((chunks) => chunks.map((set) => new Set(set)));
+      const moves = [];
+      for (let r = 0; r < world; ++r) {
+        const right = mod(r + 1);
+        const c = phase === 'reduce-scatter' ? mod(r - s) : mod(r + 1 - s);
+        moves.push({ from: r, to: right, chunk: c });
+        if (phase === 'reduce-scatter') for (const x of held[r][c]) next[right][c].add(x);
+        else next[right][c] = new Set(held[r][c]);
+      }
+      held = next;
+      steps.push({ name: `${phase} ${s + 1}`, held, moves });
+    }
+  }
+  return steps;
+}
+
+export function ringAllReduce(world = 3) {
+  const steps = ringSchedule(world);
+  const cell = 74, gap = 34, labelW = 190, rowH = 78, top = 64;
+  const groupW = world * cell;
+  const width = labelW + world * groupW + (world - 1) * gap + 260;
+  const height = top + steps.length * rowH + 30;
+  let body = text(16, 30, `Ring all-reduce (SUM) on ${world} ranks: the tensor is cut in ${world} chunks c0..c${world - 1}`, { size: 20, weight: 'bold' });
+  for (let r = 0; r < world; ++r) {
+    body += text(labelW + r * (groupW + gap) + groupW / 2, top - 10, `rank ${r}`, { anchor: 'middle', weight: 'bold', fill: RANK_COLOURS[r] });
+  }
+  steps.forEach((step, i) => {
+    const y = top + i * rowH;
+    body += text(16, y + 36, step.name, { size: 17, weight: i === 0 ? 'normal' : 'bold' });
+    const touched = new Set(step.moves.map((m) => `${m.to}:${m.chunk}`));
+    for (let r = 0; r < world; ++r) {
+      for (let c = 0; c < world; ++c) {
+        const x = labelW + r * (groupW + gap) + c * cell;
+        const set = [...step.held[r][c]].sort();
+        const full = set.length === world;
+        const fill = full ? '#d1fae5' : set.length > 1 ? '#fef3c7' : '#f3f4f6';
+        const hot = touched.has(`${r}:${c}`);
+        body += rect(x + 3, y + 8, cell - 6, rowH - 22, { fill, stroke: hot ? '#dc2626' : '#9ca3af', width: hot ? 3 : 1.2 });
+        body += text(x + cell / 2, y + 30, `c${c}`, { size: 13, anchor: 'middle', fill: MUTED });
+        body += text(x + cell / 2, y + 50, full ? 'Σ all' : set.map((s) => `r${s}`).join('+'), { size: 14, anchor: 'middle', weight: full ? 'bold' : 'normal', mono: true });
+      }
+    }
+    if (step.moves.length) {
+      const moves = step.moves.map((m) => `${m.from}→${m.to} c${m.chunk}`).join('  ');
+      body += text(labelW + world * groupW + (world - 1) * gap + 20, y + 42, moves, { size: 14, mono: true });
+    }
+  });
+  body += text(16, height - 10, `red border: the chunk that arrived in this step · each rank sends 2(W−1) = ${2 * (world - 1)} chunks of 1/W of the tensor`, { size: 14, fill: MUTED });
+  return svg(width, height, body, `ring all-reduce on ${world} ranks`);
+}
+
+// Seed 001: 4 ranks, 2 on machine A and 2 on machine B.
+export function rankLocalRank() {
+  const width = 1100, height = 430;
+  let body = text(20, 32, 'WORLD_SIZE = 4: two machines, two ranks on each', { size: 22, weight: 'bold' });
+  const machines = [
+    { name: 'machine A', node: 0, addr: '10.0.0.1 (MASTER_ADDR)' },
+    { name: 'machine B', node: 1, addr: '10.0.0.2' },
+  ];
+  machines.forEach((m, i) => {
+    const x = 20 + i * 540, y = 60;
+    body += rect(x, y, 510, 300, { fill: '#f9fafb', stroke: INK, width: 2, rx: 10 });
+    body += text(x + 20, y + 34, `${m.name}  ·  NODE_RANK ${m.node}`, { size: 20, weight: 'bold' });
+    body += text(x + 20, y + 60, m.addr, { size: 15, fill: MUTED, mono: true });
+    for (let local = 0; local < 2; ++local) {
+      const rank = m.node * 2 + local;
+      const px = x + 20 + local * 245, py = y + 84;
+      body += rect(px, py, 225, 190, { fill: '#ffffff', stroke: RANK_COLOURS[rank], width: 3, rx: 8 });
+      body += text(px + 112, py + 36, `RANK ${rank}`, { size: 24, anchor: 'middle', weight: 'bold', fill: RANK_COLOURS[rank] });
+      body += text(px + 112, py + 70, `LOCAL_RANK ${local}`, { size: 18, anchor: 'middle' });
+      body += text(px + 112, py + 102, `GPU cuda:${local}`, { size: 16, anchor: 'middle', mono: true });
+      body += text(px + 112, py + 140, 'data: shard ' + rank, { size: 15, anchor: 'middle', fill: MUTED });
+      body += text(px + 112, py + 164, 'of the sampler', { size: 15, anchor: 'middle', fill: MUTED });
+    }
+  });
+  body += text(20, 396, 'RANK = NODE_RANK × nproc_per_node + LOCAL_RANK   (0..WORLD_SIZE−1, unique in the job)', { size: 17, mono: true });
+  body += text(20, 422, 'LOCAL_RANK picks the GPU on this machine; RANK picks the data and who is "rank 0". Both machines have a LOCAL_RANK 0.', { size: 15, fill: MUTED });
+  return svg(width, height, body, 'rank and local_rank on two machines');
+}
+
+// torch.utils.data.DistributedSampler without shuffling: indices padded to a multiple of W by
+// repeating from the start (or cut, with drop_last), then rank r takes every W-th from r.
+export function samplerIndices(n, world, dropLast) {
+  const perRank = dropLast && n % world !== 0 ? Math.ceil((n - world) / world) : Math.ceil(n / world);
+  const total = perRank * world;
+  let indices = [...Array(n).keys()];
+  if (!dropLast) while (indices.length < total) indices = indices.concat(indices.slice(0, total - indices.length));
+  else indices = indices.slice(0, total);
+  return { perRank, indices, ranks: Array.from({ length: world }, (_, r) => indices.filter((_, i) => i % world === r)) };
+}
+
+export function sampler(n = 10, world = 4) {
+  const box = 52, width = 1120, height = 560;
+  let body = text(20, 32, `DistributedSampler: ${n} samples, world_size ${world}, shuffle off`, { size: 22, weight: 'bold' });
+  const drawRow = (y, label, cells) => {
+    body += text(20, y + 33, label, { size: 16 });
+    cells.forEach((c, i) => {
+      const x = 250 + i * (box + 6);
+      body += rect(x, y, box, box, { fill: c.pad ? 'url(#hatch)' : c.fill ?? '#ffffff', stroke: c.stroke ?? INK, width: c.stroke ? 3 : 1.5 });
+      body += text(x + box / 2, y + 33, c.label, { size: 18, anchor: 'middle', weight: 'bold', fill: c.dropped ? '#9ca3af' : INK, mono: true });
+    });
+  };
+  const pad = samplerIndices(n, world, false);
+  drawRow(60, 'dataset indices', [...Array(n).keys()].map((i) => ({ label: i })));
+  drawRow(130, `padded to ${pad.indices.length}`, pad.indices.map((idx, i) => ({ label: idx, pad: i >= n, stroke: RANK_COLOURS[i % world] })));
+  pad.ranks.forEach((mine, r) => {
+    const y = 200 + r * 58;
+    drawRow(y, `rank ${r}: [r::${world}]`, mine.map((idx, j) => ({ label: idx, pad: r + j * world >= n, stroke: RANK_COLOURS[r] })));
+  });
+  const drop = samplerIndices(n, world, true);
+  const y = 200 + world * 58 + 20;
+  drawRow(y, 'drop_last=True', [...Array(n).keys()].map((i) => ({ label: i, dropped: i >= drop.indices.length, fill: i >= drop.indices.length ? '#f3f4f6' : '#ffffff' })));
+  body += text(250, y + 80, `padding repeats ${pad.indices.length - n} indices from the start (hatched): every rank gets ${pad.perRank} · drop_last cuts ${n - drop.indices.length} instead: every rank gets ${drop.perRank}`, { size: 15, fill: MUTED });
+  return svg(width, height, body, 'DistributedSampler striding and padding');
+}
+
+// Chapter 09's model, Linear(196,128) → SyncBatchNorm → ReLU → Linear(128,10), with --bucket-mb
+// 0.005: bucket 0 is fc2 (1,290 values), bucket 1 is bn's weight and bias and fc1's bias (384),
+// bucket 2 is fc1's weight (25,088). The times (µs) are the step of a real trace that chapter
+// 09's README shows (rank 0 of 2); the lower row puts the same work one after the other.
+export const CH09_TRACE = {
+  main: [['fc2 + relu', 5904, 6057], ['bn (SyncBN all_reduce)', 6157, 9898], ['fc1', 9909, 12274]],
+  ddp: [['bucket 0', 6081, 6675], ['b1', 12496, 14437], ['bucket 2', 14486, 16154]],
+};
+
+export function ddpBuckets(trace = CH09_TRACE) {
+  const width = 1160, height = 430, x0 = 190, t0 = trace.main[0][1];
+  const unit = 880 / (trace.main.at(-1)[2] - t0 + trace.ddp.reduce((s, [, a, b]) => s + b - a, 0));
+  const X = (t) => x0 + (t - t0) * unit;
+  let body = text(20, 32, "DDP's gradient buckets: all_reduce while backward goes on (chapter 09)", { size: 21, weight: 'bold' });
+  const lane = (y, label, sub) => {
+    body += text(20, y + 24, label, { size: 16, weight: 'bold' });
+    body += text(20, y + 42, sub, { size: 13, fill: MUTED });
+  };
+  const block = (y, a, b, label, fill) => {
+    body += rect(X(a), y, (b - a) * unit, 44, { fill, stroke: INK, width: 1.2 });
+    body += text((X(a) + X(b)) / 2, y + 28, label, { size: 14, anchor: 'middle' });
+  };
+  const compute = '#dbeafe', comm = '#fde68a';
+  body += text(x0, 68, 'overlap on (the default): one step of a real run, rank 0 of 2', { size: 16, weight: 'bold' });
+  lane(80, 'main thread', 'backward');
+  for (const [name, a, b] of trace.main) block(80, a, b, name, compute);
+  lane(134, 'DDP thread', 'its own new_group()');
+  for (const [name, a, b] of trace.ddp) block(134, a, b, name, comm);
+  const ready = trace.main[0][2];
+  body += `<line x1='${X(ready)}' y1='126' x2='${X(ready)}' y2='134' stroke='${INK}' stroke-width='1.5' marker-end='url(#arrow)'/>`;
+  body += text(X(trace.ddp[0][2]) + 8, 196, "← bucket 0 starts as soon as fc2's gradients are ready", { size: 14, fill: MUTED });
+  body += text(x0, 236, 'overlap off (--no-overlap): the same work, one after the other', { size: 16, weight: 'bold' });
+  lane(248, 'main thread', 'backward, then buckets');
+  for (const [name, a, b] of trace.main) block(248, a, b, name, compute);
+  let t = trace.main.at(-1)[2];
+  for (const [name, a, b] of trace.ddp) {
+    block(248, t, t + b - a, name, comm);
+    t += b - a;
+  }
+  const end1 = X(trace.ddp.at(-1)[2]), end2 = X(t);
+  body += `<line x1='${end1}' y1='72' x2='${end1}' y2='184' stroke='#059669' stroke-width='2' stroke-dasharray='6 4'/>`;
+  body += `<line x1='${end2}' y1='240' x2='${end2}' y2='300' stroke='#dc2626' stroke-width='2' stroke-dasharray='6 4'/>`;
+  body += text(end1 + 6, 180, 'done', { size: 14, fill: '#059669' });
+  body += text(end2 - 6, 318, 'done later', { size: 14, anchor: 'end', fill: '#dc2626' });
+  body += text(20, 360, 'Buckets fill from the last layer back, because backward produces its gradients first.', { size: 15 });
+  body += text(20, 384, "Every rank starts bucket 0, 1, 2 in that order, so the collectives match. Bucket 1 holds fc1's bias,", { size: 15 });
+  body += text(20, 408, 'so it waits for the end of backward: a bigger model has many buckets and hides most of its communication.', { size: 15 });
+  return svg(width, height, body, 'DDP gradient buckets overlapping backward');
+}
+
+export const DIAGRAMS = {
+  'ring_all_reduce.svg': () => ringAllReduce(3),
+  'rank_local_rank.svg': rankLocalRank,
+  'sampler.svg': () => sampler(10, 4),
+  'ddp_buckets.svg': ddpBuckets,
+};

@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+// The slides' tests (CTest label `slides`).
+//
+//   node tests/slides/slides_test.mjs includes           the decks' includes all resolve; and a missing
+//                                                        region, a missing file and unbalanced markers
+//                                                        (tests/slides/bad_decks/includes) are caught
+//   node tests/slides/slides_test.mjs bad-render OUT     a slide too tall, a code line too wide and a
+//                                                        broken image (tests/slides/bad_decks/render)
+//                                                        are caught, and the slides that fit are not named
+//   node tests/slides/slides_test.mjs render OUT         every deck builds to HTML and PDF, and every
+//                                                        slide fits in headless Chromium
+//   node tests/slides/slides_test.mjs diagrams BIN_DIR   the diagrams show what the code does: the
+//                                                        ring's moves are chapter 04's (run at 3 ranks),
+//                                                        the sampler's indices are torch's
+//                                                        DistributedSampler's, the buckets' times are
+//                                                        the trace in chapter 09's README
+// The bad decks are there because a check that cannot fail is no test.
+// Exit status: 0 pass, 1 fail, 77 no Marp (npm ci --prefix slides) or no browser (chromium).
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BAD = join(ROOT, 'tests', 'slides', 'bad_decks');
+let failures = 0;
+
+function run(script, args) {
+  const r = spawnSync(process.execPath, [join(ROOT, 'slides', 'tools', script), ...args], { encoding: 'utf8', timeout: 240000 });
+  return { code: r.status, out: (r.stdout ?? '') + (r.stderr ?? '') };
+}
+
+function expect(what, ok, output) {
+  process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${what}\n`);
+  if (!ok) {
+    failures += 1;
+    process.stdout.write(output.replace(/^/gm, '     | ') + '\n');
+  }
+}
+
+const mode = process.argv[2];
+if (mode === 'includes') {
+  const decks = join(BAD, 'includes');
+  const cases = [
+    ['missing_region', /missing_region\.md:7: chapters\/04_all_reduce\/main\.cpp has no region 'no_such_region'/],
+    ['missing_file', /missing_file\.md:7: includes chapters\/04_all_reduce\/no_such_file\.cpp, which does not exist/],
+    ['unbalanced', /tests\/slides\/bad_decks\/unbalanced\.cpp:2: region 'opened' never ends/],
+  ];
+  for (const [deck, message] of cases) {
+    const r = run('build.mjs', ['--check', '--no-lint', '--decks', decks, '--only', deck]);
+    expect(`${deck}: the build fails (exit ${r.code}) and names the problem`, r.code === 1 && message.test(r.out), r.out);
+  }
+  // And the real decks pass the same check, so the failures above are the bad decks' own.
+  const good = run('build.mjs', ['--check']);
+  expect(`slides/decks: every include is found (exit ${good.code})`, good.code === 0, good.out);
+} else if (mode === 'render' || mode === 'bad-render') {
+  const out = process.argv[3];
+  if (!out) {
+    process.stderr.write(`usage: slides_test.mjs ${mode} OUT_DIR\n`);
+    process.exit(2);
+  }
+  if (!existsSync(join(ROOT, 'slides', 'node_modules', '@marp-team', 'marp-cli'))) {
+    process.stdout.write('skipped: Marp is not installed (npm ci --prefix slides; ./tutorial test does it)\n');
+    process.exit(77);
+  }
+  if (!existsSync(process.env.CHROME_PATH || '/usr/bin/chromium')) {
+    process.stdout.write('skipped: no browser (apt-get install chromium; ./tutorial test does it)\n');
+    process.exit(77);
+  }
+  if (mode === 'render') {
+    const built = run('build.mjs', ['--out', out]);
+    expect(`every deck builds to HTML and PDF (exit ${built.code})`, built.code === 0, built.out);
+    const r = run('check.mjs', [out]);
+    expect(`every slide fits and every image loads (exit ${r.code})`, r.code === 0, r.out);
+    process.stdout.write(r.out);
+    process.exit(failures ? 1 : 0);
+  }
+  const built = run('build.mjs', ['--no-lint', '--no-pdf', '--decks', join(BAD, 'render'), '--out', out]);
+  expect(`the bad deck builds (exit ${built.code})`, built.code === 0, built.out);
+  const r = run('check.mjs', [out, '--no-pdf']);
+  expect(`the check fails (exit ${r.code})`, r.code === 1, r.out);
+  expect('slide 2 is reported too tall', /bad slide 2: content is \d+px taller than the slide/.test(r.out), r.out);
+  expect('slide 3 is reported too wide', /bad slide 3: <pre> "const int a_very_long_name.*" is \d+px wider than its box/.test(r.out), r.out);
+  expect('the missing image is reported', /bad: image does not load: \S*diagrams\/no_such_diagram\.svg/.test(r.out), r.out);
+  expect('slides 1 and 5, which fit, are not reported', !/bad slide [15]:/.test(r.out) && !/sampler\.svg/.test(r.out), r.out);
+  expect('a screenshot of every slide is written', [1, 2, 3, 4, 5].every((n) => existsSync(join(out, 'screenshots', 'bad', `0${n}.png`))), r.out);
+} else if (mode === 'diagrams') {
+  const bin = process.argv[3];
+  if (!bin) {
+    process.stderr.write('usage: slides_test.mjs diagrams BIN_DIR\n');
+    process.exit(2);
+  }
+  const { ringSchedule, samplerIndices, CH09_TRACE } = await import('../../slides/tools/diagrams.mjs');
+  // The ring: rank 0 of chapter 04 prints every step's moves, "0->1 c0 | 1->2 c1 | 2->0 c2".
+  const ch04 = spawnSync(join(bin, 'ddprun'), ['--standalone', '--nproc-per-node', '3', join(bin, 'ch04_all_reduce')], { encoding: 'utf8', timeout: 60000 });
+  const printed = [...(ch04.stdout ?? '').matchAll(/(reduce-scatter|all-gather) +step (\d+): (.*)$/gm)].map((m) => `${m[1]} ${m[2]}: ${m[3].trim()}`);
+  const drawn = ringSchedule(3).slice(1).map((step) => `${step.name}: ${step.moves.map((m) => `${m.from}->${m.to} c${m.chunk}`).join(' | ')}`);
+  expect(`ring_all_reduce.svg moves the chunks chapter 04 moves at 3 ranks (${printed.length} steps)`, ch04.status === 0 && printed.length === 4 && JSON.stringify(printed) === JSON.stringify(drawn), `chapter 04 printed:\n${printed.join('\n')}\nthe diagram draws:\n${drawn.join('\n')}\n${ch04.stderr ?? ''}`);
+  // The sampler: torch.utils.data.DistributedSampler, shuffle off, with and without drop_last.
+  const torch = spawnSync('/usr/bin/python3', ['-c', [
+    'import json, torch.utils.data as d',
+    'print(json.dumps({str(dl): [list(d.DistributedSampler(range(10), num_replicas=4, rank=r, shuffle=False, drop_last=dl)) for r in range(4)] for dl in (False, True)}))',
+  ].join('\n')], { encoding: 'utf8', timeout: 120000 });
+  if (torch.status !== 0) expect('torch computes the sampler indices', false, torch.stderr ?? '');
+  else {
+    const ref = JSON.parse(torch.stdout);
+    for (const dropLast of [false, true]) {
+      const ours = samplerIndices(10, 4, dropLast).ranks;
+      expect(`sampler.svg (drop_last=${dropLast}) gives each rank torch's indices: ${JSON.stringify(ours)}`, JSON.stringify(ours) === JSON.stringify(ref[dropLast ? 'True' : 'False']), `torch: ${JSON.stringify(ref)}`);
+    }
+  }
+  // The buckets: every interval the diagram draws is in chapter 09's README timeline.
+  const readme = readFileSync(join(ROOT, 'chapters', '09_ddp_classifier', 'README.md'), 'utf8');
+  const missing = [...CH09_TRACE.main, ...CH09_TRACE.ddp].filter(([, a, b]) => !readme.includes(`${a}-${b}`));
+  expect("ddp_buckets.svg draws the intervals of chapter 09's README timeline", missing.length === 0, `not in the README: ${JSON.stringify(missing)}`);
+} else {
+  process.stderr.write('usage: slides_test.mjs includes | bad-render OUT_DIR | render OUT_DIR | diagrams BIN_DIR\n');
+  process.exit(2);
+}
+process.exit(failures ? 1 : 0);
