@@ -88,7 +88,8 @@ export function ringAllReduce(world = 3) {
   return svg(width, height, body, `ring all-reduce on ${world} ranks`);
 }
 
-// Seed 001: 4 ranks, 2 on machine A and 2 on machine B.
+// Seed 001: 4 ranks, 2 on machine A and 2 on machine B. GROUP_RANK is the machine's index
+// (ddprun --node-rank), LOCAL_WORLD_SIZE its number of ranks (--nproc-per-node).
 export function rankLocalRank() {
   const width = 1100, height = 430;
   let body = text(20, 32, 'WORLD_SIZE = 4: two machines, two ranks on each', { size: 22, weight: 'bold' });
@@ -99,7 +100,7 @@ export function rankLocalRank() {
   machines.forEach((m, i) => {
     const x = 20 + i * 540, y = 60;
     body += rect(x, y, 510, 300, { fill: '#f9fafb', stroke: INK, width: 2, rx: 10 });
-    body += text(x + 20, y + 34, `${m.name}  ·  NODE_RANK ${m.node}`, { size: 20, weight: 'bold' });
+    body += text(x + 20, y + 34, `${m.name}  ·  GROUP_RANK ${m.node}`, { size: 20, weight: 'bold' });
     body += text(x + 20, y + 60, m.addr, { size: 15, fill: MUTED, mono: true });
     for (let local = 0; local < 2; ++local) {
       const rank = m.node * 2 + local;
@@ -112,7 +113,7 @@ export function rankLocalRank() {
       body += text(px + 112, py + 164, 'of the sampler', { size: 15, anchor: 'middle', fill: MUTED });
     }
   });
-  body += text(20, 396, 'RANK = NODE_RANK × nproc_per_node + LOCAL_RANK   (0..WORLD_SIZE−1, unique in the job)', { size: 17, mono: true });
+  body += text(20, 396, 'RANK = GROUP_RANK × LOCAL_WORLD_SIZE + LOCAL_RANK   (0..WORLD_SIZE−1, unique in the job)', { size: 17, mono: true });
   body += text(20, 422, 'LOCAL_RANK picks the GPU on this machine; RANK picks the data and who is "rank 0". Both machines have a LOCAL_RANK 0.', { size: 15, fill: MUTED });
   return svg(width, height, body, 'rank and local_rank on two machines');
 }
@@ -129,7 +130,7 @@ export function samplerIndices(n, world, dropLast) {
 }
 
 export function sampler(n = 10, world = 4) {
-  const box = 52, width = 1120, height = 560;
+  const box = 52, width = 1120, height = 580;
   let body = text(20, 32, `DistributedSampler: ${n} samples, world_size ${world}, shuffle off`, { size: 22, weight: 'bold' });
   const drawRow = (y, label, cells) => {
     body += text(20, y + 33, label, { size: 16 });
@@ -144,12 +145,13 @@ export function sampler(n = 10, world = 4) {
   drawRow(130, `padded to ${pad.indices.length}`, pad.indices.map((idx, i) => ({ label: idx, pad: i >= n, stroke: RANK_COLOURS[i % world] })));
   pad.ranks.forEach((mine, r) => {
     const y = 200 + r * 58;
-    drawRow(y, `rank ${r}: [r::${world}]`, mine.map((idx, j) => ({ label: idx, pad: r + j * world >= n, stroke: RANK_COLOURS[r] })));
+    drawRow(y, `rank ${r}: [${r}::${world}]`, mine.map((idx, j) => ({ label: idx, pad: r + j * world >= n, stroke: RANK_COLOURS[r] })));
   });
   const drop = samplerIndices(n, world, true);
   const y = 200 + world * 58 + 20;
   drawRow(y, 'drop_last=True', [...Array(n).keys()].map((i) => ({ label: i, dropped: i >= drop.indices.length, fill: i >= drop.indices.length ? '#f3f4f6' : '#ffffff' })));
-  body += text(250, y + 80, `padding repeats ${pad.indices.length - n} indices from the start (hatched): every rank gets ${pad.perRank} · drop_last cuts ${n - drop.indices.length} instead: every rank gets ${drop.perRank}`, { size: 15, fill: MUTED });
+  body += text(250, y + 78, `padding repeats ${pad.indices.length - n} indices from the start (hatched): every rank gets ${pad.perRank}`, { size: 15, fill: MUTED });
+  body += text(250, y + 100, `drop_last=True cuts the last ${n - drop.indices.length} instead (grey): every rank gets ${drop.perRank}`, { size: 15, fill: MUTED });
   return svg(width, height, body, 'DistributedSampler striding and padding');
 }
 
@@ -159,47 +161,52 @@ export function sampler(n = 10, world = 4) {
 // 09's README shows (rank 0 of 2); the lower row puts the same work one after the other.
 export const CH09_TRACE = {
   main: [['fc2 + relu', 5904, 6057], ['bn (SyncBN all_reduce)', 6157, 9898], ['fc1', 9909, 12274]],
-  ddp: [['bucket 0', 6081, 6675], ['b1', 12496, 14437], ['bucket 2', 14486, 16154]],
+  ddp: [['bucket 0', 6081, 6675], ['bucket 1', 12496, 14437], ['bucket 2', 14486, 16154]],
 };
 
 export function ddpBuckets(trace = CH09_TRACE) {
-  const width = 1160, height = 430, x0 = 190, t0 = trace.main[0][1];
+  const width = 1160, height = 470, x0 = 190, t0 = trace.main[0][1];
   const unit = 880 / (trace.main.at(-1)[2] - t0 + trace.ddp.reduce((s, [, a, b]) => s + b - a, 0));
   const X = (t) => x0 + (t - t0) * unit;
+  const fits = (label, w) => label.length * 8.2 + 8 <= w;  // 14px DejaVu Sans: about 8 px a letter
   let body = text(20, 32, "DDP's gradient buckets: all_reduce while backward goes on (chapter 09)", { size: 21, weight: 'bold' });
   const lane = (y, label, sub) => {
     body += text(20, y + 24, label, { size: 16, weight: 'bold' });
     body += text(20, y + 42, sub, { size: 13, fill: MUTED });
   };
+  // A block of time; a label too long for it goes under it, so a short block stays readable.
   const block = (y, a, b, label, fill) => {
-    body += rect(X(a), y, (b - a) * unit, 44, { fill, stroke: INK, width: 1.2 });
-    body += text((X(a) + X(b)) / 2, y + 28, label, { size: 14, anchor: 'middle' });
+    const w = (b - a) * unit, mid = (X(a) + X(b)) / 2;
+    body += rect(X(a), y, w, 44, { fill, stroke: INK, width: 1.2 });
+    if (fits(label, w)) body += text(mid, y + 28, label, { size: 14, anchor: 'middle' });
+    else {
+      body += `<line x1='${mid}' y1='${y + 44}' x2='${mid}' y2='${y + 50}' stroke='${INK}' stroke-width='1'/>`;
+      body += text(X(a), y + 63, label, { size: 14, fill: INK });
+    }
   };
   const compute = '#dbeafe', comm = '#fde68a';
-  body += text(x0, 68, 'overlap on (the default): one step of a real run, rank 0 of 2', { size: 16, weight: 'bold' });
-  lane(80, 'main thread', 'backward');
-  for (const [name, a, b] of trace.main) block(80, a, b, name, compute);
-  lane(134, 'DDP thread', 'its own new_group()');
-  for (const [name, a, b] of trace.ddp) block(134, a, b, name, comm);
-  const ready = trace.main[0][2];
-  body += `<line x1='${X(ready)}' y1='126' x2='${X(ready)}' y2='134' stroke='${INK}' stroke-width='1.5' marker-end='url(#arrow)'/>`;
-  body += text(X(trace.ddp[0][2]) + 8, 196, "← bucket 0 starts as soon as fc2's gradients are ready", { size: 14, fill: MUTED });
-  body += text(x0, 236, 'overlap off (--no-overlap): the same work, one after the other', { size: 16, weight: 'bold' });
-  lane(248, 'main thread', 'backward, then buckets');
-  for (const [name, a, b] of trace.main) block(248, a, b, name, compute);
+  body += text(x0, 64, 'overlap on (the default): one step of a real run, rank 0 of 2', { size: 16, weight: 'bold' });
+  lane(78, 'main thread', 'backward');
+  for (const [name, a, b] of trace.main) block(78, a, b, name, compute);
+  lane(148, 'DDP thread', 'its own new_group()');
+  for (const [name, a, b] of trace.ddp) block(148, a, b, name, comm);
+  body += text(X(trace.ddp[0][2]) + 12, 177, "← bucket 0 starts as soon as fc2's gradients are ready", { size: 14, fill: MUTED });
+  body += text(x0, 250, 'overlap off (--no-overlap): the same work, one after the other', { size: 16, weight: 'bold' });
+  lane(264, 'main thread', 'backward, then buckets');
+  for (const [name, a, b] of trace.main) block(264, a, b, name, compute);
   let t = trace.main.at(-1)[2];
   for (const [name, a, b] of trace.ddp) {
-    block(248, t, t + b - a, name, comm);
+    block(264, t, t + b - a, name, comm);
     t += b - a;
   }
   const end1 = X(trace.ddp.at(-1)[2]), end2 = X(t);
-  body += `<line x1='${end1}' y1='72' x2='${end1}' y2='184' stroke='#059669' stroke-width='2' stroke-dasharray='6 4'/>`;
-  body += `<line x1='${end2}' y1='240' x2='${end2}' y2='300' stroke='#dc2626' stroke-width='2' stroke-dasharray='6 4'/>`;
-  body += text(end1 + 6, 180, 'done', { size: 14, fill: '#059669' });
-  body += text(end2 - 6, 318, 'done later', { size: 14, anchor: 'end', fill: '#dc2626' });
-  body += text(20, 360, 'Buckets fill from the last layer back, because backward produces its gradients first.', { size: 15 });
-  body += text(20, 384, "Every rank starts bucket 0, 1, 2 in that order, so the collectives match. Bucket 1 holds fc1's bias,", { size: 15 });
-  body += text(20, 408, 'so it waits for the end of backward: a bigger model has many buckets and hides most of its communication.', { size: 15 });
+  body += `<line x1='${end1}' y1='70' x2='${end1}' y2='222' stroke='#059669' stroke-width='2' stroke-dasharray='6 4'/>`;
+  body += `<line x1='${end2}' y1='256' x2='${end2}' y2='336' stroke='#dc2626' stroke-width='2' stroke-dasharray='6 4'/>`;
+  body += text(end1 + 6, 220, 'done', { size: 14, fill: '#059669' });
+  body += text(end2 - 6, 346, 'done later', { size: 14, anchor: 'end', fill: '#dc2626' });
+  body += text(20, 400, 'Buckets fill from the last layer back, because backward produces its gradients first.', { size: 15 });
+  body += text(20, 424, "Every rank starts bucket 0, 1, 2 in that order, so the collectives match. Bucket 1 holds fc1's bias,", { size: 15 });
+  body += text(20, 448, 'so it waits for the end of backward: a bigger model has many buckets and hides most of its communication.', { size: 15 });
   return svg(width, height, body, 'DDP gradient buckets overlapping backward');
 }
 

@@ -9,8 +9,8 @@
 //   // --8<-- [end:ring_all_reduce]
 //
 // in that file (any comment style: the marker is found anywhere on its line). A region from a
-// Markdown file is pasted as it is (it may hold its own fenced block, such as a README's checked
-// expected output); from any other file it becomes a fenced code block in that file's language.
+// Markdown file is pasted as it is, less its one-line HTML comments (it may hold its own fenced
+// block, such as a README's checked expected output); from any other file it becomes a fenced code block in that file's language.
 // A deck that names a missing file or region, or a file whose markers do not pair up, fails the
 // build with the deck's line number, so a slide cannot drift from the code it shows.
 import { readFileSync } from 'node:fs';
@@ -86,7 +86,9 @@ export function expandIncludes(deckText, deckName, root, used = new Set()) {
         throw new RegionError(`${deckName}:${i + 1}: ${file} has no region '${name}' (mark it with --8<-- [start:${name}] and --8<-- [end:${name}])`);
       }
       used.add(`${file}#${name}`);
-      if (extname(file) === '.md') return region.join('\n');
+      // A Markdown region keeps its text, less its one-line HTML comments (the README's test
+      // markers), which Marp would otherwise show as speaker notes.
+      if (extname(file) === '.md') return region.filter((l) => !/^\s*<!--.*-->\s*$/.test(l)).join('\n');
       return ['```' + language(file), ...region, '```'].join('\n');
     })
     .join('\n');
