@@ -29,9 +29,11 @@ using dist::Tensor;
 
 // Seed 002's tensor: rank r holds [1 + W r, 2 + W r, ..., W + W r]. (The seed writes
 // args.local_rank where it means the global rank: on one machine they agree, on two they do not.)
+// --8<-- [start:seed_tensor]
 Tensor seed_tensor(std::int64_t rank, std::int64_t world, dist::Device device) {
   return dist::arange(world, dist::kInt64, device) + 1 + world * rank;
 }
+// --8<-- [end:seed_tensor]
 
 // What each op must give, element i, summing or multiplying i + 1 + W r over the ranks r.
 Tensor closed_form(ReduceOp op, std::int64_t world) {
@@ -57,6 +59,7 @@ std::string label(const std::string& name) {
   return text;
 }
 
+// --8<-- [start:reduce]
 // The result of one op, by the library: every rank must call this with the same op, or the
 // collective waits for a partner that never comes (until --timeout).
 Tensor reduce(const Tensor& input, ReduceOp op) {
@@ -64,7 +67,9 @@ Tensor reduce(const Tensor& input, ReduceOp op) {
   dist::all_reduce(t, op);
   return t;
 }
+// --8<-- [end:reduce]
 
+// --8<-- [start:ring_all_reduce]
 // A SUM all-reduce by hand, as a ring: the tensor is cut in W chunks; in W-1 reduce-scatter
 // steps each rank passes one chunk to its right neighbour and adds the one from its left, so
 // rank r ends owning the full sum of chunk r+1; in W-1 all-gather steps the owned sums travel
@@ -90,6 +95,7 @@ Tensor ring_all_reduce(Tensor t, int rank, int world) {
   }
   return t;
 }
+// --8<-- [end:ring_all_reduce]
 
 // Rank 0 draws what the ring moves: who sends which chunk at each step.
 void draw_ring(int world) {
@@ -132,6 +138,7 @@ int main(int argc, char** argv) {
     const Tensor tensor = seed_tensor(rank, world, device);
     dist::out() << label("tensor") << tensor;
 
+    // --8<-- [start:step2_ops]
     // ---- Step 2: SUM, MIN, MAX, PRODUCT: the same answer on every rank
     bool ok = true;
     for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::PRODUCT}) {
@@ -139,7 +146,9 @@ int main(int argc, char** argv) {
       dist::out() << label(dist::reduce_op_name(op)) << result;
       ok = ok && result.cpu().equal(closed_form(op, world));
     }
+    // --8<-- [end:step2_ops]
 
+    // --8<-- [start:step3_mean]
     // ---- Step 3: the mean. Seed 002 sums, then divides by world_size. An int64 tensor cannot
     // hold 2.5, so the mean starts from a float copy (torch refuses int_tensor /= 2 too).
     Tensor mean = reduce(tensor.to(dist::kFloat32), ReduceOp::SUM);
@@ -149,6 +158,7 @@ int main(int argc, char** argv) {
     dist::out() << label("AVG") << avg;
     const Tensor expected_mean = closed_form(ReduceOp::SUM, world).to(dist::kFloat32) / world;
     ok = ok && mean.cpu().equal(expected_mean) && avg.cpu().equal(expected_mean);
+    // --8<-- [end:step3_mean]
 
     // ---- Step 4: the same SUM by hand, around a ring of send/recv
     draw_ring(world);
