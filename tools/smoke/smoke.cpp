@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
       }
     }
 
+    // --8<-- [start:steps]
     // ---- Step 1: join the group (env:// reads what ddprun set)
     dist::init_process_group({.backend = backend});
     const std::int64_t rank = dist::get_rank(), world = dist::get_world_size();
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     // ---- Step 3: sum it across ranks; every rank gets the same answer
     dist::all_reduce(tensor, dist::ReduceOp::SUM);
     dist::out() << "after all_reduce:  " << tensor;
+    // --8<-- [end:steps]
 
     // ---- Step 4: check against the closed form, then leave cleanly
     const bool ok = tensor.equal(expected_sum(world).to(device));
