@@ -66,6 +66,7 @@ std::int64_t do_A(int work_ms, bool use_barrier) {
   return now_ns();
 }
 
+// --8<-- [start:count_early_bs]
 // The proof of the order: every rank sends one clock reading (rank 0: when A ended; the others:
 // when B began) and each rank counts the Bs that began before A ended. Clocks of different
 // machines are not comparable, so across machines it answers "not checked" (nullopt).
@@ -79,7 +80,9 @@ std::optional<int> count_early_bs(std::int64_t my_reading, dist::Device device) 
   for (std::size_t r = 1; r < readings.size(); ++r) early += reading(r) < reading(0) ? 1 : 0;
   return early;
 }
+// --8<-- [end:count_early_bs]
 
+// --8<-- [start:download]
 // The "download": network time, then the records 1..n, one per line, written atomically so that
 // a rank reading at the same moment finds no file or the whole file, never half of one.
 void download(const fs::path& file, int records, int work_ms) {
@@ -90,6 +93,7 @@ void download(const fs::path& file, int records, int work_ms) {
   fs::create_directories(file.parent_path());
   dist::write_file_atomically(file.string(), text);
 }
+// --8<-- [end:download]
 
 struct DataSet {
   std::int64_t records = 0, sum = 0;
@@ -116,6 +120,7 @@ DataSet download_if_missing_and_load(const fs::path& file, int records, int work
   return load(file, data);
 }
 
+// --8<-- [start:prepare_data_set]
 // Seed 002's   with torch_distributed_zero_first(rank):
 //                  if not check_if_dataset_exist(): download_dataset()
 //                  load_dataset()
@@ -128,6 +133,7 @@ DataSet prepare_data_set(const fs::path& file, int records, int work_ms, bool us
   dist::ZeroFirst rank0_first;
   return download_if_missing_and_load(file, records, work_ms);
 }  // rank 0 leaves the guard here: the waiting ranks go in
+// --8<-- [end:prepare_data_set]
 
 }  // namespace
 
@@ -146,7 +152,8 @@ int main(int argc, char** argv) {
     cli.add_int("--records", &records, "records in the data set", 1, 1000000);
     cli.add_string("--data-dir", &data_dir,
                    "the data set's directory; unset: /tmp/dist-ch05-UID-portPORT, one per job");
-    cli.add_flag("--keep", &keep, "keep the data set afterwards: the next run finds it");
+    cli.add_flag("--keep", &keep,
+                 "keep the data set afterwards: the next run with the same --data-dir finds it");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
     // ---- Step 1: join the group
@@ -158,6 +165,7 @@ int main(int argc, char** argv) {
     dist::out0() << (use_barrier ? "with the barriers" : "without the barriers (--no-barrier)")
                  << ": A and the download take " << work_ms << " ms, " << records << " records";
 
+    // --8<-- [start:step2_a_then_b]
     // ---- Step 2: rank 0 does A while the others wait at the barrier; then they do B.
     // Every rank calls barrier() once, rank 0 after A and the others before B: nobody leaves it
     // until all have entered it, so no B can start before A has ended.
@@ -170,6 +178,7 @@ int main(int argc, char** argv) {
       reading = now_ns();
       dist::out() << "B: starts";
     }
+    // --8<-- [end:step2_a_then_b]
     const std::optional<int> early_bs = count_early_bs(reading, device);
     if (world == 1) {
       dist::out0() << "order: only 1 rank, so there is no B to order";
@@ -185,6 +194,7 @@ int main(int argc, char** argv) {
     // ---- Step 3: rank 0 first: it downloads the data set while the others wait, then all read
     const DataSet data = prepare_data_set(file, records, work_ms, use_barrier);
 
+    // --8<-- [start:step4_verdict]
     // ---- Step 4: one verdict. Each rank adds (downloaded?, read everything?); the sums say how
     // many downloads the job made and how many ranks read the whole data set.
     const std::int64_t want_sum = std::int64_t{records} * (records + 1) / 2;
@@ -193,17 +203,20 @@ int main(int argc, char** argv) {
     dist::all_reduce(tally, dist::ReduceOp::SUM);
     const auto downloads = static_cast<int>(tally.item(0));
     const bool all_read = static_cast<int>(tally.item(1)) == world;
+    // --8<-- [end:step4_verdict]
 
+    // --8<-- [start:step5_cleanup]
     // ---- Step 5: clean up. Every rank has read the file before it joined the all_reduce above,
     // so rank 0 may delete it now without pulling it from under a slow reader.
     if (rank == 0 && !keep) {
       fs::remove(file);
       std::error_code not_empty;  // a --data-dir with other files in it stays
       fs::remove(file.parent_path(), not_empty);
-      dist::out0() << "data set: removed (--keep keeps it for the next run)";
+      dist::out0() << "data set: removed (--keep with a --data-dir keeps it for the next run)";
     } else if (rank == 0) {
       dist::out0() << "data set: kept in " << file.string();
     }
+    // --8<-- [end:step5_cleanup]
     dist::destroy_process_group();
 
     // ---- Step 6: check against what the lesson claims. With the barriers: no early B, at most

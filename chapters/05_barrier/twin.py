@@ -138,7 +138,7 @@ def main():
         os.remove(path)
         with contextlib.suppress(OSError):
             os.rmdir(data_dir)
-        out0("data set: removed (--keep keeps it for the next run)")
+        out0("data set: removed (--keep with a --data-dir keeps it for the next run)")
     elif rank == 0:
         out0(f"data set: kept in {path}")
     dist.destroy_process_group()

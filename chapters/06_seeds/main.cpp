@@ -32,6 +32,7 @@ namespace {
 
 using dist::Tensor;
 
+// --8<-- [start:mosaic_partners]
 constexpr int kImagesPerRank = 2;     // this rank's batch: images rank and rank + world_size
 constexpr int kPartnersPerImage = 3;  // a mosaic is the image and 3 others, 2 x 2
 constexpr int kDraws = kImagesPerRank * kPartnersPerImage;
@@ -41,6 +42,7 @@ constexpr int kDraws = kImagesPerRank * kPartnersPerImage;
 Tensor mosaic_partners(int images) {
   return dist::randint(0, images, kDraws);
 }
+// --8<-- [end:mosaic_partners]
 
 void show(const std::string& how, const Tensor& partners, int rank, int world) {
   dist::out() << how << "mosaics of images " << rank << " and " << rank + world << " take partners "
@@ -56,6 +58,7 @@ std::vector<std::vector<std::int64_t>> gather_partners(const Tensor& mine, dist:
   return rows;
 }
 
+// --8<-- [start:predicted_draws]
 // What torch.randint(0, images, (kDraws,)) gives after torch.manual_seed(seed), written out
 // without the library: a Mersenne Twister seeded with the seed's low 32 bits, one 32-bit draw per
 // value, modulo the range. An independent prediction of each rank's draws.
@@ -65,6 +68,7 @@ std::vector<std::int64_t> predicted_draws(std::uint64_t seed, int images) {
   for (auto& d : draws) d = static_cast<std::int64_t>(twister() % static_cast<unsigned>(images));
   return draws;
 }
+// --8<-- [end:predicted_draws]
 
 bool all_rows_equal(const std::vector<std::vector<std::int64_t>>& rows) {
   for (const auto& row : rows) {
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
     const dist::Device device = dist::get_device();
     const auto useed = static_cast<std::uint64_t>(seed);
 
+    // --8<-- [start:step2_same_seed]
     // ---- Step 2: seed 002's first version: init_seeds(seed) on every rank. Every rank's
     // generator starts in the same state, so every rank draws the same partners.
     dist::init_seeds(useed, deterministic);
@@ -117,7 +122,9 @@ int main(int argc, char** argv) {
       dist::out0() << "same seed: " << (bug_shows ? "all " : "NOT all ") << world
                    << " ranks drew the same partners (the mosaic bug)";
     }
+    // --8<-- [end:step2_same_seed]
 
+    // --8<-- [start:step3_fix]
     // ---- Step 3: the fix: init_seeds(seed + rank). One stream per rank; each rank's draws must
     // be what a Mersenne Twister seeded with seed + r predicts, and no two ranks alike.
     dist::init_seeds(useed + static_cast<std::uint64_t>(rank), deterministic);
@@ -135,7 +142,9 @@ int main(int argc, char** argv) {
                  << (world == 1 ? "what mt19937(seed + 0) predicts"
                                 : "pairwise different partners, each as mt19937(seed + rank) "
                                   "predicts");
+    // --8<-- [end:step3_fix]
 
+    // --8<-- [start:step4_rerun]
     // ---- Step 4: reproducibility: the same seeds again give the same draws again, on every rank
     dist::init_seeds(useed + static_cast<std::uint64_t>(rank), deterministic);
     Tensor repeated =
@@ -144,7 +153,9 @@ int main(int argc, char** argv) {
     const bool repeats = repeated.item(0) == 1;
     dist::out0() << "rerun with the same seeds: " << (repeats ? "every rank" : "NOT every rank")
                  << " drew the same partners again";
+    // --8<-- [end:step4_rerun]
 
+    // --8<-- [start:step5_deterministic]
     // ---- Step 5: the deterministic switch. PyTorch's cudnn.deterministic=True makes cuDNN use
     // only algorithms that give the same bits every run, and cudnn.benchmark=False stops it from
     // timing candidate algorithms and keeping the fastest, a choice that can differ between runs.
@@ -154,6 +165,7 @@ int main(int argc, char** argv) {
     dist::out0() << "deterministic algorithms: " << (on ? "on" : "off")
                  << " (in PyTorch: cudnn.deterministic=" << (on ? "True" : "False")
                  << ", cudnn.benchmark=" << (on ? "False" : "True") << ")";
+    // --8<-- [end:step5_deterministic]
 
     // ---- Step 6: one verdict for the job: the MIN over ranks of "my checks held"
     const bool ok = bug_shows && fix_works && repeats;

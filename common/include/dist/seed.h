@@ -55,6 +55,7 @@ class Generator {
   std::mt19937 engine_;
 };
 
+// --8<-- [start:torch_api]
 // torch's default CPU generator, and torch.manual_seed / torch.initial_seed.
 Generator& default_generator();
 void manual_seed(std::uint64_t seed);
@@ -72,5 +73,6 @@ bool are_deterministic_algorithms_enabled();
 // Seed 002's init_seeds(seed, cuda_deterministic): seeds the default generator and sets the
 // deterministic switch. Call it with seed + rank, so that ranks draw different augmentations.
 void init_seeds(std::uint64_t seed, bool deterministic = true);
+// --8<-- [end:torch_api]
 
 }  // namespace dist
