@@ -5,7 +5,7 @@
 // every rank shuffles with the same seed, pads the list until it divides evenly, and keeps every
 // W-th index from its rank on. This chapter computes each rank's shard for a few epochs, cuts it
 // into batches, gathers all shards on rank 0 to draw who reads what (and what is read twice),
-// and checks it all against the same five lines done by hand, as seed 003 shows them in Python.
+// and checks it all against the same four lines done by hand, as seed 003 shows them in Python.
 //
 // You will learn: DistributedSampler's shuffle (seed + epoch), padding and drop_last, the slice
 // indices[rank:total_size:num_replicas]; why set_epoch matters; BatchSampler and drop_last; the
@@ -39,7 +39,8 @@ std::string join(const Indices& v, const char* sep = " ") {
   return text;
 }
 
-// Seed 003's __iter__, by hand, in torch 1.13's version: shuffle with seed + epoch, pad by
+// --8<-- [start:shard_by_hand]
+// torch 1.13's DistributedSampler.__iter__, by hand: shuffle with seed + epoch, pad by
 // repeating from the start (or cut the tail), then every W-th index from `rank` on.
 Indices shard_by_hand(std::int64_t n, int world, int rank, const dist::DistributedSamplerOptions& o,
                       std::int64_t epoch) {
@@ -60,6 +61,7 @@ Indices shard_by_hand(std::int64_t n, int world, int rank, const dist::Distribut
   for (std::int64_t i = rank; i < total_size; i += world) mine.push_back(order[i]);
   return mine;
 }
+// --8<-- [end:shard_by_hand]
 
 // Every rank's shard on every rank. The shards have the same length on all ranks (num_samples),
 // which all_gather needs; with drop_last and fewer indices than ranks they are empty, and
@@ -175,6 +177,7 @@ int main(int argc, char** argv) {
     cli.add_flag("--drop-last", &drop_last, "cut the tail instead of padding");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
+    // --8<-- [start:step1_sampler]
     // ---- Step 1: join the group; the sampler takes num_replicas and rank from it
     dist::init_process_group(cli.init_options());
     const int rank = dist::get_rank(), world = dist::get_world_size();
@@ -187,16 +190,20 @@ int main(int argc, char** argv) {
                  << " ranks: num_samples = " << sampler.num_samples()
                  << ", total_size = " << sampler.total_size() << " ("
                  << sampler.total_size() - n + dropped << " padded, " << dropped << " dropped)";
+    // --8<-- [end:step1_sampler]
 
     bool ok = true;
     for (int epoch = 0; epoch < epochs; ++epoch) {
+      // --8<-- [start:step2_shard]
       // ---- Step 2: set_epoch, then this rank's shard. Forget set_epoch and every epoch
       // repeats epoch 0's order.
       sampler.set_epoch(epoch);
       const Indices mine = sampler.indices();
       dist::out() << "epoch " << epoch << " indices: " << join(mine);
       ok = ok && mine == shard_by_hand(n, world, rank, options, epoch);
+      // --8<-- [end:step2_shard]
 
+      // --8<-- [start:steps3to5]
       // ---- Step 3: batches of the shard; every rank gets the same number of them
       const dist::BatchSampler batches(sampler, batch_size, /*drop_last=*/false);
       std::string text;
@@ -213,6 +220,7 @@ int main(int argc, char** argv) {
         ok = ok && shards[r] == shard_by_hand(n, world, r, options, epoch);
       }
       ok = ok && covers_dataset(shards, n, drop_last);
+      // --8<-- [end:steps3to5]
     }
 
     // ---- Step 6: the seed's make_data_sampler and the other samplers (rank 0)

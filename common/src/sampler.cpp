@@ -344,6 +344,7 @@ std::int64_t BatchSampler::size() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
+// --8<-- [start:make_data_sampler]
 std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
                                            bool distributed) {
   if (distributed) {
@@ -353,5 +354,6 @@ std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuff
   if (shuffle) return std::make_shared<RandomSampler>(dataset_size);
   return std::make_shared<SequentialSampler>(dataset_size);
 }
+// --8<-- [end:make_data_sampler]
 
 }  // namespace dist
