@@ -118,6 +118,7 @@ std::vector<double> train_on_global_batches(dist::Linear& model, dist::SGD& opti
       per_rank.push_back(dist::BatchSampler(sampler, batch_size, false).batches());
     }
     double loss_sum = 0, count = 0;
+    // --8<-- [start:global_batch_step]
     for (std::size_t step = 0; step < per_rank[0].size(); ++step) {
       Indices global;
       for (int r = 0; r < world; ++r)
@@ -130,6 +131,7 @@ std::vector<double> train_on_global_batches(dist::Linear& model, dist::SGD& opti
       loss_sum += loss.loss * static_cast<double>(global.size());
       count += static_cast<double>(global.size());
     }
+    // --8<-- [end:global_batch_step]
     losses.push_back(loss_sum / count);
   }
   return losses;
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
                 0, 1024);
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
+    // --8<-- [start:data_and_model]
     // ---- Step 1: join the group; the data is the same on every rank, built from the seed
     dist::init_process_group(cli.init_options());
     const int rank = dist::get_rank(), world = dist::get_world_size();
@@ -171,6 +174,7 @@ int main(int argc, char** argv) {
     // ---- Step 2: every rank builds its own model, from its own seed
     dist::Linear model(1, 1, initial_weights(seed, rank), device);
     dist::SGD optimizer(model.parameters(), lr);
+    // --8<-- [end:data_and_model]
     std::vector<double> losses;
     if (simulate_world > 0) {
       // ---- (instead of Steps 3-5) one process, the global batches of `simulate_world` ranks
@@ -182,12 +186,15 @@ int main(int argc, char** argv) {
       losses =
           train_on_global_batches(model, optimizer, data, simulate_world, batch_size, epochs, seed);
     } else {
+      // --8<-- [start:step3_wrap]
       dist::out() << "initial weights (its own draw): " << weights_text(model);
 
       // ---- Step 3: wrap it: every rank now holds rank 0's weights
       dist::DistributedDataParallel ddp(model.parameters());
       dist::out() << "after DistributedDataParallel(): " << weights_text(model) << " (rank 0's)";
+      // --8<-- [end:step3_wrap]
 
+      // --8<-- [start:train_loop]
       // ---- Step 4: train on this rank's shard; every step ends with the same averaged
       // gradient on every rank, so the same update keeps the replicas equal
       dist::DistributedSampler sampler(samples, {.seed = seed});
@@ -209,12 +216,14 @@ int main(int argc, char** argv) {
         dist::all_reduce(sums, dist::ReduceOp::SUM);
         losses.push_back(sums.item(0) / sums.item(1));
       }
+      // --8<-- [end:train_loop]
     }
     for (int epoch = 0; epoch < epochs; ++epoch) {
       dist::out0() << "epoch " << (epoch < 10 ? " " : "") << epoch << ": loss "
                    << fixed(losses[epoch]);
     }
 
+    // --8<-- [start:step6_check]
     // ---- Step 6: check: every replica holds the same bits, and the fit is near least squares
     dist::out() << "final: " << weights_text(model, 8);
     std::vector<dist::Tensor> everyone;
@@ -227,6 +236,7 @@ int main(int argc, char** argv) {
     const bool near = std::abs(w - w_star) < 0.02 && std::abs(b - b_star) < 0.02;
     const bool learned = losses.back() < losses.front();
     const bool job_ok = dist::all_ranks_ok(identical && near && learned);
+    // --8<-- [end:step6_check]
     dist::destroy_process_group();
     if (!job_ok) {
       dist::out0() << "MISMATCH: "

@@ -70,9 +70,11 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> paramet
     }
     numel += p->data.numel();
   }
+  // --8<-- [start:broadcast]
   verify_same_model(parameters_, group, numel, device);
   // Promise 1: every replica starts from rank 0's parameters.
   for (Parameter* p : parameters_) group.broadcast(p->data, 0);
+  // --8<-- [end:broadcast]
 
   // Buckets, last parameter first: the order in which backward produces the gradients.
   const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024 / 4);
@@ -143,10 +145,12 @@ void DistributedDataParallel::launch_ready_buckets() {
   // In bucket order only: every rank must start the same all_reduce calls in the same order.
   while (launched_ < buckets_.size() && missing_[launched_] == 0) {
     Bucket& b = buckets_[launched_];
+    // --8<-- [start:pack_divided]
     // Pack, already divided by world_size (as torch does): the SUM is then the average.
     for (std::size_t k : b.params) {
       b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad / world_);
     }
+    // --8<-- [end:pack_divided]
     if (comm_ != nullptr) {
       {
         std::lock_guard lock(mu_);
@@ -236,9 +240,11 @@ void DistributedDataParallel::finish_gradient_sync() {
   launched_ = 0;
 }
 
+// --8<-- [start:average_gradients]
 void DistributedDataParallel::average_gradients() {
   grads_ready(parameters_);
   finish_gradient_sync();
 }
+// --8<-- [end:average_gradients]
 
 }  // namespace dist
