@@ -124,6 +124,7 @@ void take(std::istream& in, std::vector<T>& values, const std::string& path,
 }
 const std::string kRemade = "delete it, and it is made again";
 
+// --8<-- [start:prepare]
 // One file with both sets, written whole or not at all (write_file_atomically): a rank that
 // reads it never sees half of it, and a crash while writing leaves no broken file behind.
 void prepare(const std::string& path, std::int64_t train, std::int64_t test) {
@@ -136,6 +137,7 @@ void prepare(const std::string& path, std::int64_t train, std::int64_t test) {
   append(bytes, b.labels);
   dist::write_file_atomically(path, bytes);
 }
+// --8<-- [end:prepare]
 
 std::pair<Images, Images> load(const std::string& path, std::int64_t train, std::int64_t test) {
   std::ifstream in(path, std::ios::binary);
@@ -194,6 +196,7 @@ struct Classifier {
   dist::Tensor forward(const dist::Tensor& x) {
     return fc2.forward(relu.forward(bn.forward(fc1.forward(x))));
   }
+  // --8<-- [start:backward]
   // Backward, layer by layer from the last; after each layer its gradients are final, and DDP
   // may start all-reducing a bucket that holds only finished ones while the layers below run.
   void backward(const dist::Tensor& grad, dist::DistributedDataParallel& ddp, dist::Timeline* t) {
@@ -215,6 +218,7 @@ struct Classifier {
     ddp.grads_ready(fc1.parameters());
     ddp.finish_gradient_sync();
   }
+  // --8<-- [end:backward]
 };
 
 // A batch's pixels and labels on `device`. With `flips` (training), each picture is mirrored
@@ -300,6 +304,7 @@ std::string fingerprint(Classifier& model) {
 std::pair<std::int64_t, std::int64_t> evaluate(Classifier& model, const Images& test,
                                                dist::Device device) {
   model.bn.train(false);
+  // --8<-- [start:evaluate_shard]
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const dist::DistributedSampler sampler(test.size(), {.shuffle = false});
   const Indices mine = sampler.indices();
@@ -307,6 +312,7 @@ std::pair<std::int64_t, std::int64_t> evaluate(Classifier& model, const Images& 
   for (std::size_t k = 0; k < mine.size(); ++k) {
     if (rank + static_cast<std::int64_t>(k) * world < test.size()) kept.push_back(mine[k]);
   }
+  // --8<-- [end:evaluate_shard]
   std::int64_t correct = 0;
   for (const Indices& batch : dist::BatchSampler(kept, 256, false).batches()) {
     auto [x, y] = batch_tensors(test, batch, device, nullptr);
@@ -406,6 +412,7 @@ int main(int argc, char** argv) {
     dist::Timeline timeline(rank);
     dist::Timeline* t = trace_dir.empty() ? nullptr : &timeline;
     if (t != nullptr) timeline.name_this_thread("main");
+    // --8<-- [start:data_once]
     const std::string data = data_dir + "/fashion-mnist-14x14-" + std::to_string(train_n) + "-" +
                              std::to_string(test_n) + ".bin";
     {
@@ -416,10 +423,12 @@ int main(int argc, char** argv) {
       }
     }
     const auto [train, test] = load(data, train_n, test_n);
+    // --8<-- [end:data_once]
     dist::out0() << "Fashion-MNIST, 14x14: " << train.size() << " training and " << test.size()
                  << " test images, " << world << (world == 1 ? " rank" : " ranks") << ", batch "
                  << batch_size << " per rank";
 
+    // --8<-- [start:model_ddp]
     // ---- Step 2: the model (its own seed per rank), then DDP: rank 0's weights everywhere
     dist::Generator init_gen(static_cast<std::uint64_t>(seed + rank));
     // SyncBatchNorm all_reduces on the default group, from the main thread; DDP's gradient
@@ -434,6 +443,7 @@ int main(int argc, char** argv) {
         model.parameters(),
         dist::DdpOptions{
             .bucket_cap_mb = bucket_mb, .overlap = overlap && !nccl_sync_bn, .timeline = t});
+    // --8<-- [end:model_ddp]
     dist::out0() << "DDP: " << ddp->buckets().size() << " gradient buckets of at most " << bucket_mb
                  << " MiB, " << (ddp->overlapping() ? "overlapping" : "after")
                  << " backward; BatchNorm " << (sync_bn ? "synchronised" : "per rank")
@@ -444,6 +454,7 @@ int main(int argc, char** argv) {
     dist::DistributedSampler sampler(train.size(), {.seed = seed});
     std::optional<std::pair<std::int64_t, std::int64_t>> evaluated;  // the last epoch's
     for (int epoch = first_epoch; epoch < epochs; ++epoch) {
+      // --8<-- [start:train_step]
       sampler.set_epoch(epoch);
       // Per rank and per epoch, so a resumed run draws what the uninterrupted one drew.
       dist::Generator flips(static_cast<std::uint64_t>(seed) * 1000003 + epoch * 1009 + rank + 1);
@@ -470,10 +481,12 @@ int main(int argc, char** argv) {
           optimizer.step();
           optimizer.zero_grad();
         }
+        // --8<-- [end:train_step]
         loss_sum += loss.loss;
         progress(epoch, epochs, step, batches.size(), loss_sum / static_cast<double>(step + 1));
       }
 
+      // --8<-- [start:epoch_end]
       // ---- Step 4: evaluate on the held-out images; rank 0 checkpoints
       dist::Tensor mean_loss = dist::full(1, loss_sum / batches.size(), dist::kFloat64, device);
       dist::all_reduce(mean_loss);
@@ -483,6 +496,7 @@ int main(int argc, char** argv) {
                    << fixed4(mean_loss.item(0) / world) << ", test accuracy "
                    << percent(correct, counted);
       if (!checkpoint.empty() && rank == 0) save_checkpoint(checkpoint, model, epoch + 1);
+      // --8<-- [end:epoch_end]
     }
 
     // ---- Step 5: the verdict: equal replicas, every test image counted once, the floor reached
