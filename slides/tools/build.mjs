@@ -133,7 +133,8 @@ async function main() {
   } catch {
     fail(`Marp is not installed: run  npm ci --prefix ${relative(process.cwd(), SLIDES) || '.'}  (./tutorial slides does)`);
   }
-  const common = ['--no-stdin', '--no-config-file', '--theme-set', join(SLIDES, 'theme', 'tutorial.css'), '--html', '--allow-local-files'];
+  // A generous browser timeout: the tests build the PDFs while other tests load both cores.
+  const common = ['--no-stdin', '--no-config-file', '--theme-set', join(SLIDES, 'theme', 'tutorial.css'), '--html', '--allow-local-files', '--browser-timeout', '120'];
   const formats = opts.pdf ? [[], ['--pdf']] : [[]];
   for (const format of formats) {
     const code = await marpCli([...common, ...format, ...sources]);

@@ -55,9 +55,9 @@ export function ringSchedule(world) {
 
 export function ringAllReduce(world = 3) {
   const steps = ringSchedule(world);
-  const cell = 74, gap = 34, labelW = 190, rowH = 78, top = 64;
+  const cell = 80, gap = 26, labelW = 192, rowH = 78, top = 64;
   const groupW = world * cell;
-  const width = labelW + world * groupW + (world - 1) * gap + 260;
+  const width = labelW + world * groupW + (world - 1) * gap + 262;
   const height = top + steps.length * rowH + 30;
   let body = text(16, 30, `Ring all-reduce (SUM) on ${world} ranks: the tensor is cut in ${world} chunks c0..c${world - 1}`, { size: 20, weight: 'bold' });
   for (let r = 0; r < world; ++r) {
@@ -75,13 +75,13 @@ export function ringAllReduce(world = 3) {
         const fill = full ? '#d1fae5' : set.length > 1 ? '#fef3c7' : '#f3f4f6';
         const hot = touched.has(`${r}:${c}`);
         body += rect(x + 3, y + 8, cell - 6, rowH - 22, { fill, stroke: hot ? '#dc2626' : '#9ca3af', width: hot ? 3 : 1.2 });
-        body += text(x + cell / 2, y + 30, `c${c}`, { size: 13, anchor: 'middle', fill: MUTED });
-        body += text(x + cell / 2, y + 50, full ? 'Σ all' : set.map((s) => `r${s}`).join('+'), { size: 14, anchor: 'middle', weight: full ? 'bold' : 'normal', mono: true });
+        body += text(x + cell / 2, y + 29, `c${c}`, { size: 14, anchor: 'middle', fill: MUTED });
+        body += text(x + cell / 2, y + 50, full ? 'Σ all' : set.map((s) => `r${s}`).join('+'), { size: 16, anchor: 'middle', weight: full ? 'bold' : 'normal', mono: true });
       }
     }
     if (step.moves.length) {
-      const moves = step.moves.map((m) => `${m.from}→${m.to} c${m.chunk}`).join('  ');
-      body += text(labelW + world * groupW + (world - 1) * gap + 20, y + 42, moves, { size: 14, mono: true });
+      const moves = step.moves.map((m) => `${m.from}→${m.to} c${m.chunk}`).join(' | ');
+      body += text(labelW + world * groupW + (world - 1) * gap + 16, y + 42, moves, { size: 16, mono: true });
     }
   });
   body += text(16, height - 10, `red border: the chunk that arrived in this step · each rank sends 2(W−1) = ${2 * (world - 1)} chunks of 1/W of the tensor`, { size: 14, fill: MUTED });
@@ -137,6 +137,7 @@ export function sampler(n = 10, world = 4) {
     cells.forEach((c, i) => {
       const x = 250 + i * (box + 6);
       body += rect(x, y, box, box, { fill: c.pad ? 'url(#hatch)' : c.fill ?? '#ffffff', stroke: c.stroke ?? INK, width: c.stroke ? 3 : 1.5 });
+      if (c.pad) body += rect(x + 14, y + 13, box - 28, box - 26, { fill: '#ffffff', stroke: 'none', width: 0, rx: 3 });
       body += text(x + box / 2, y + 33, c.label, { size: 18, anchor: 'middle', weight: 'bold', fill: c.dropped ? '#9ca3af' : INK, mono: true });
     });
   };
@@ -158,7 +159,7 @@ export function sampler(n = 10, world = 4) {
 // Chapter 09's model, Linear(196,128) → SyncBatchNorm → ReLU → Linear(128,10), with --bucket-mb
 // 0.005: bucket 0 is fc2 (1,290 values), bucket 1 is bn's weight and bias and fc1's bias (384),
 // bucket 2 is fc1's weight (25,088). The times (µs) are the step of a real trace that chapter
-// 09's README shows (rank 0 of 2); the lower row puts the same work one after the other.
+// 09's README shows (rank 0 of 2); the lower row is the same work without overlap.
 export const CH09_TRACE = {
   main: [['fc2 + relu', 5904, 6057], ['bn (SyncBN all_reduce)', 6157, 9898], ['fc1', 9909, 12274]],
   ddp: [['bucket 0', 6081, 6675], ['bucket 1', 12496, 14437], ['bucket 2', 14486, 16154]],
@@ -174,29 +175,39 @@ export function ddpBuckets(trace = CH09_TRACE) {
     body += text(20, y + 24, label, { size: 16, weight: 'bold' });
     body += text(20, y + 42, sub, { size: 13, fill: MUTED });
   };
-  // A block of time; a label too long for it goes under it, so a short block stays readable.
+  // A block of time; a label too long for it goes under it (a line lower if the previous label
+  // there would overlap), so a short block stays readable.
+  const compute = '#dbeafe', comm = '#fde68a';
+  const labelEnd = new Map();  // lane y -> x where the last label under it ends
   const block = (y, a, b, label, fill) => {
     const w = (b - a) * unit, mid = (X(a) + X(b)) / 2;
     body += rect(X(a), y, w, 44, { fill, stroke: INK, width: 1.2 });
     if (fits(label, w)) body += text(mid, y + 28, label, { size: 14, anchor: 'middle' });
     else {
-      body += `<line x1='${mid}' y1='${y + 44}' x2='${mid}' y2='${y + 50}' stroke='${INK}' stroke-width='1'/>`;
-      body += text(X(a), y + 63, label, { size: 14, fill: INK });
+      const lower = (labelEnd.get(y) ?? -Infinity) + 8 > X(a);
+      const ty = y + (lower ? 80 : 63);
+      const ink = fill === comm ? '#92400e' : '#1e40af';  // the label takes its block's colour
+      body += `<line x1='${mid}' y1='${y + 44}' x2='${mid}' y2='${y + 50}' stroke='${ink}' stroke-width='1.5'/>`;
+      body += text(X(a) + (lower ? 4 : 0), ty, label, { size: 14, fill: ink, weight: 'bold' });
+      labelEnd.set(y, X(a) + label.length * 8.2);
     }
   };
-  const compute = '#dbeafe', comm = '#fde68a';
   body += text(x0, 64, 'overlap on (the default): one step of a real run, rank 0 of 2', { size: 16, weight: 'bold' });
   lane(78, 'main thread', 'backward');
   for (const [name, a, b] of trace.main) block(78, a, b, name, compute);
   lane(148, 'DDP thread', 'its own new_group()');
   for (const [name, a, b] of trace.ddp) block(148, a, b, name, comm);
   body += text(X(trace.ddp[0][2]) + 12, 177, "← bucket 0 starts as soon as fc2's gradients are ready", { size: 14, fill: MUTED });
-  body += text(x0, 250, 'overlap off (--no-overlap): the same work, one after the other', { size: 16, weight: 'bold' });
-  lane(264, 'main thread', 'backward, then buckets');
-  for (const [name, a, b] of trace.main) block(264, a, b, name, compute);
-  let t = trace.main.at(-1)[2];
-  for (const [name, a, b] of trace.ddp) {
-    block(264, t, t + b - a, name, comm);
+  // Without overlap, each bucket is all-reduced on the main thread as soon as it is full
+  // (DistributedDataParallel::launch_ready_buckets): bucket 0 right after fc2, buckets 1 and 2
+  // after fc1, and backward waits for each.
+  body += text(x0, 250, 'overlap off (--no-overlap): each bucket on the main thread, as soon as it is full', { size: 16, weight: 'bold' });
+  lane(264, 'main thread', 'backward and buckets');
+  const [[fc2, f0, f1], ...rest] = trace.main;
+  const [[b0, b0s, b0e], ...laterBuckets] = trace.ddp;
+  let t = f0;
+  for (const [name, a, b] of [[fc2, f0, f1], [b0, b0s, b0e], ...rest, ...laterBuckets]) {
+    block(264, t, t + b - a, name, trace.ddp.some(([n]) => n === name) ? comm : compute);
     t += b - a;
   }
   const end1 = X(trace.ddp.at(-1)[2]), end2 = X(t);
