@@ -69,13 +69,13 @@ Tensor reduce(const Tensor& input, ReduceOp op) {
 }
 // --8<-- [end:reduce]
 
-// --8<-- [start:ring_all_reduce]
 // A SUM all-reduce by hand, as a ring: the tensor is cut in W chunks; in W-1 reduce-scatter
 // steps each rank passes one chunk to its right neighbour and adds the one from its left, so
 // rank r ends owning the full sum of chunk r+1; in W-1 all-gather steps the owned sums travel
 // round the ring. Each rank sends 2(W-1) chunks of 1/W of the tensor, whatever W is: that is why
 // a ring scales. Even ranks send first and odd ranks receive first, so no rank waits on a
 // neighbour that is also waiting.
+// --8<-- [start:ring_all_reduce]
 Tensor ring_all_reduce(Tensor t, int rank, int world) {
   const std::int64_t chunk = t.numel() / world;  // the seed's tensor has world elements
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
