@@ -301,10 +301,10 @@ std::string fingerprint(Classifier& model) {
 
 // Every rank evaluates its shard of the test set, leaving out the sampler's padding (positions
 // >= size), so that each test image counts exactly once; one all_reduce adds the counts.
+// --8<-- [start:evaluate_shard]
 std::pair<std::int64_t, std::int64_t> evaluate(Classifier& model, const Images& test,
                                                dist::Device device) {
   model.bn.train(false);
-  // --8<-- [start:evaluate_shard]
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const dist::DistributedSampler sampler(test.size(), {.shuffle = false});
   const Indices mine = sampler.indices();
@@ -454,22 +454,24 @@ int main(int argc, char** argv) {
     dist::DistributedSampler sampler(train.size(), {.seed = seed});
     std::optional<std::pair<std::int64_t, std::int64_t>> evaluated;  // the last epoch's
     for (int epoch = first_epoch; epoch < epochs; ++epoch) {
-      // --8<-- [start:train_step]
       sampler.set_epoch(epoch);
       // Per rank and per epoch, so a resumed run draws what the uninterrupted one drew.
       dist::Generator flips(static_cast<std::uint64_t>(seed) * 1000003 + epoch * 1009 + rank + 1);
       const auto batches = dist::BatchSampler(sampler, batch_size, false).batches();
       double loss_sum = 0;
       for (std::size_t step = 0; step < batches.size(); ++step) {
+        // --8<-- [start:no_sync]
         const bool sync = (step + 1) % accumulate == 0 || step + 1 == batches.size();
         std::optional<dist::DistributedDataParallel::NoSync> local;
         if (!sync) local.emplace(*ddp);  // torch: with ddp.no_sync():
+        // --8<-- [end:no_sync]
         auto [x, y] = batch_tensors(train, batches[step], device, &flips);
         dist::CrossEntropy loss;
         {
           const dist::Timeline::Span s(t, "forward");
           loss = dist::cross_entropy(model.forward(x), y, kClasses);
         }
+        // --8<-- [start:accumulate_step]
         // Each loss counts 1/K of the step: the step is then the mean over its K batches. The
         // epoch's last group may hold fewer than K; it is the mean over those.
         const std::size_t group =
@@ -481,13 +483,13 @@ int main(int argc, char** argv) {
           optimizer.step();
           optimizer.zero_grad();
         }
-        // --8<-- [end:train_step]
+        // --8<-- [end:accumulate_step]
         loss_sum += loss.loss;
         progress(epoch, epochs, step, batches.size(), loss_sum / static_cast<double>(step + 1));
       }
 
-      // --8<-- [start:epoch_end]
       // ---- Step 4: evaluate on the held-out images; rank 0 checkpoints
+      // --8<-- [start:epoch_end]
       dist::Tensor mean_loss = dist::full(1, loss_sum / batches.size(), dist::kFloat64, device);
       dist::all_reduce(mean_loss);
       evaluated = evaluate(model, test, device);
