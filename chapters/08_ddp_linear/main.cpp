@@ -4,7 +4,7 @@
 // chapter trains the same model on W ranks at once: DistributedSampler gives each rank its shard
 // (chapter 07), and DistributedDataParallel keeps the W replicas equal: rank 0's initial weights
 // are broadcast to all, and after every backward the gradients are averaged over the ranks. It
-// then checks the two claims that make data parallelism correct: the replicas end bit for bit
+// then checks the two promises that make data parallelism correct: the replicas end bit for bit
 // equal, and W ranks with batch B took the very steps one process takes with batch W * B (run
 // with --simulate-world W to see that process). The fit is checked against least squares.
 //
