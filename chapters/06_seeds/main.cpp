@@ -12,7 +12,7 @@
 // You will learn: init_seeds(seed + rank); what torch.manual_seed and torch.randint compute on the
 // CPU (mt19937, one draw per value, modulo the range); what the deterministic switch
 // (cudnn.deterministic / cudnn.benchmark) means, and why here it changes nothing.
-// Builds on: chapter 04 (all_gather and all_reduce to compare the ranks).
+// Builds on: chapter 04 (all_reduce) and chapter 05 (all_gather), to compare the ranks.
 //
 // Run:   ./tutorial run 06          (or: ddprun --standalone --nproc-per-node 2 ch06_seeds)
 // Prints, among other lines (the ranks' lines interleave in any order):

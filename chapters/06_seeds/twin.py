@@ -57,11 +57,13 @@ def gather_partners(mine):
     return [row.tolist() for row in rows]
 
 
+# --8<-- [start:predicted_draws]
 def predicted_draws(seed, images):
     """torch.randint's draws, predicted with a fresh torch.Generator seeded with seed."""
     g = torch.Generator()
     g.manual_seed(seed)
     return torch.randint(0, images, (DRAWS,), generator=g).tolist()
+# --8<-- [end:predicted_draws]
 
 
 def main():

@@ -10,7 +10,7 @@
 // You will learn: DistributedSampler's shuffle (seed + epoch), padding and drop_last, the slice
 // indices[rank:total_size:num_replicas]; why set_epoch matters; BatchSampler and drop_last; the
 // seed's make_data_sampler and the other samplers (Sequential, Random, SubsetRandom, Weighted).
-// Builds on: chapter 04 (collectives: here all_gather) and chapter 06 (seeded generators).
+// Builds on: chapter 05 (all_gather) and chapter 06 (seeded generators).
 //
 // Run:   ./tutorial run 07            (or: ddprun --standalone --nproc-per-node 2 ch07_sampler)
 // Prints, among other lines (the ranks' lines interleave in any order):

@@ -63,6 +63,7 @@ ZeroFirst::ZeroFirst(Leaders leaders) : uncaught_at_entry_(std::uncaught_excepti
   if (failed != kFine) throw leader_failed(failed);
 }
 
+// --8<-- [start:zero_first_destructor]
 ZeroFirst::~ZeroFirst() noexcept(false) {
   if (!active_ || !leads_) return;
   if (std::uncaught_exceptions() == uncaught_at_entry_) {
@@ -82,6 +83,7 @@ ZeroFirst::~ZeroFirst() noexcept(false) {
           << " failed: " << e.what();
   }
 }
+// --8<-- [end:zero_first_destructor]
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
   char host[256] = {};

@@ -44,7 +44,6 @@
 
 namespace dist {
 
-// --8<-- [start:zero_first]
 class ZeroFirst {
  public:
   enum class Leaders { kRank0, kLocalRank0 };
@@ -53,7 +52,6 @@ class ZeroFirst {
   // a leader failed, and dist::TimeoutError if the leaders take longer than the group's timeout.
   explicit ZeroFirst(Leaders leaders = Leaders::kRank0);
   ~ZeroFirst() noexcept(false);
-  // --8<-- [end:zero_first]
   ZeroFirst(const ZeroFirst&) = delete;
   ZeroFirst& operator=(const ZeroFirst&) = delete;
 
