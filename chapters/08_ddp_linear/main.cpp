@@ -26,6 +26,7 @@
 #include <dist/nn.h>
 #include <dist/sampler.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
                   "Fit y = 3x + 2 with nn.Linear(1, 1) on every rank, kept equal by "
                   "DistributedDataParallel, and check it against one process and least squares.");
     int samples = 512, batch_size = 8, epochs = 20, seed = 0, simulate_world = 0;
+    bool throughput = false;
     double lr = 0.01;
     cli.add_int("--samples", &samples,
                 "samples in the dataset (2 at least: a line needs two points)", 2, 1000000);
@@ -154,6 +156,8 @@ int main(int argc, char** argv) {
     cli.add_double("--lr", &lr, "SGD's learning rate", 1e-9, 1.0);
     cli.add_int("--seed", &seed, "seeds the data, the sampler and the initial weights", 0,
                 1000000000);
+    cli.add_flag("--throughput", &throughput,
+                 "also print the training loop's samples per second (for bench/run.py)");
     cli.add_int("--simulate-world", &simulate_world,
                 "instead of DDP, one process takes the steps of W ranks' global batches "
                 "(run it on 1 rank); 0: off",
@@ -176,6 +180,7 @@ int main(int argc, char** argv) {
     dist::SGD optimizer(model.parameters(), lr);
     // --8<-- [end:data_and_model]
     std::vector<double> losses;
+    const auto training_started = std::chrono::steady_clock::now();
     if (simulate_world > 0) {
       // ---- (instead of Steps 3-5) one process, the global batches of `simulate_world` ranks
       if (world != 1)
@@ -217,6 +222,12 @@ int main(int argc, char** argv) {
         losses.push_back(sums.item(0) / sums.item(1));
       }
       // --8<-- [end:train_loop]
+    }
+    if (throughput) {
+      const int replicas = simulate_world > 0 ? simulate_world : world;
+      const std::int64_t per_replica = (samples + replicas - 1) / replicas;  // the sampler pads
+      dist::report_throughput(std::chrono::steady_clock::now() - training_started,
+                              std::int64_t{epochs} * replicas * per_replica);
     }
     for (int epoch = 0; epoch < epochs; ++epoch) {
       dist::out0() << "epoch " << (epoch < 10 ? " " : "") << epoch << ": loss "

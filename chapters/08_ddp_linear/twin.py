@@ -9,6 +9,7 @@ losses and weights then agree to float32 rounding, which tests/chapters/chapter_
 """
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -64,6 +65,13 @@ def weights(model, decimals=6):
     return f"w = {w:.{decimals}f}, b = {b:.{decimals}f}"
 
 
+def report_throughput(seconds, samples):
+    """dist::report_throughput: the slowest rank's time, printed by rank 0."""
+    slowest = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    out0(f"throughput: {samples / slowest.item():.0f} samples/s ({samples} samples in {slowest.item():.3f} s)")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--samples", type=int, default=512)
@@ -71,6 +79,8 @@ def main():
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--throughput", action="store_true",
+                   help="also print the training loop's samples per second (for bench/run.py)")
     args = p.parse_args()
 
     dist.init_process_group(backend="gloo")
@@ -91,6 +101,7 @@ def main():
     optimizer = optim.SGD(ddp.parameters(), lr=args.lr)
     sampler = DistributedSampler(range(args.samples), seed=args.seed)
     losses = []
+    started = time.perf_counter()
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         sums = torch.zeros(2, dtype=torch.float64)
@@ -102,6 +113,8 @@ def main():
             sums += torch.tensor([loss.item() * len(batch), len(batch)], dtype=torch.float64)
         dist.all_reduce(sums)
         losses.append((sums[0] / sums[1]).item())
+    if args.throughput:
+        report_throughput(time.perf_counter() - started, args.epochs * len(sampler) * world)
     for epoch, loss in enumerate(losses):
         out0(f"epoch {epoch:2d}: loss {loss:.6f}")
 

@@ -31,6 +31,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -385,7 +386,7 @@ int main(int argc, char** argv) {
                   "checkpoints and a timeline, and check its held-out accuracy.");
     int train_n = 8000, test_n = 2000, batch_size = 32, epochs = 4, seed = 0, accumulate = 1;
     double lr = 0.1, bucket_mb = 0.005, floor = 0.75;
-    bool overlap = true, sync_bn = true, resume = false;
+    bool overlap = true, sync_bn = true, resume = false, throughput = false;
     std::string data_dir = "data", checkpoint, trace_dir;
     cli.add_int("--train-samples", &train_n, "training images (of 60000)", 64, 60000);
     cli.add_int("--test-samples", &test_n, "held-out test images (of 10000)", 1, 10000);
@@ -400,6 +401,8 @@ int main(int argc, char** argv) {
     cli.add_string("--data-dir", &data_dir, "where rank 0 writes the prepared data");
     cli.add_string("--checkpoint", &checkpoint, "rank 0 saves here after every epoch");
     cli.add_flag("--resume", &resume, "start from --checkpoint's epoch and weights");
+    cli.add_flag("--throughput", &throughput,
+                 "also print the training steps' samples per second (for bench/run.py)");
     cli.add_string("--trace", &trace_dir, "each rank writes DIR/rankR.json (Chrome trace)");
     cli.add_double("--min-accuracy", &floor, "the held-out accuracy to reach", 0, 1);
     if (!cli.parse(argc, argv)) return dist::kExitOk;
@@ -452,8 +455,11 @@ int main(int argc, char** argv) {
 
     // ---- Step 3: train; every `accumulate` batches make one step
     dist::DistributedSampler sampler(train.size(), {.seed = seed});
-    std::optional<std::pair<std::int64_t, std::int64_t>> evaluated;  // the last epoch's
+    std::optional<std::pair<std::int64_t, std::int64_t>> evaluated;    // the last epoch's
+    auto training_time = std::chrono::steady_clock::duration::zero();  // steps only (--throughput)
+    std::int64_t trained = 0;                                          // samples, this rank
     for (int epoch = first_epoch; epoch < epochs; ++epoch) {
+      const auto epoch_started = std::chrono::steady_clock::now();
       sampler.set_epoch(epoch);
       // Per rank and per epoch, so a resumed run draws what the uninterrupted one drew.
       dist::Generator flips(static_cast<std::uint64_t>(seed) * 1000003 + epoch * 1009 + rank + 1);
@@ -488,6 +494,9 @@ int main(int argc, char** argv) {
         progress(epoch, epochs, step, batches.size(), loss_sum / static_cast<double>(step + 1));
       }
 
+      training_time += std::chrono::steady_clock::now() - epoch_started;
+      for (const auto& b : batches) trained += static_cast<std::int64_t>(b.size());
+
       // ---- Step 4: evaluate on the held-out images; rank 0 checkpoints
       // --8<-- [start:epoch_end]
       dist::Tensor mean_loss = dist::full(1, loss_sum / batches.size(), dist::kFloat64, device);
@@ -499,6 +508,10 @@ int main(int argc, char** argv) {
                    << percent(correct, counted);
       if (!checkpoint.empty() && rank == 0) save_checkpoint(checkpoint, model, epoch + 1);
       // --8<-- [end:epoch_end]
+    }
+
+    if (throughput) {
+      dist::report_throughput(training_time, trained * world);  // equal shards on every rank
     }
 
     // ---- Step 5: the verdict: equal replicas, every test image counted once, the floor reached

@@ -17,6 +17,7 @@ import argparse
 import gzip
 import os
 import struct
+import time
 
 import torch
 import torch.distributed as dist
@@ -101,6 +102,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-accuracy", type=float, default=0.75)
     p.add_argument("--no-sync-bn", action="store_true")
+    p.add_argument("--throughput", action="store_true",
+                   help="also print the training steps' samples per second (for bench/run.py)")
     args = p.parse_args()
 
     dist.init_process_group(backend="gloo")
@@ -121,7 +124,9 @@ def main():
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     criterion = nn.CrossEntropyLoss()
     sampler = DistributedSampler(range(len(train_y)), seed=args.seed)
+    training_seconds, trained = 0.0, 0  # the training steps only (--throughput)
     for epoch in range(args.epochs):
+        epoch_started = time.perf_counter()
         sampler.set_epoch(epoch)
         flips = generator(args.seed * 1000003 + epoch * 1009 + rank + 1)
         batches = list(BatchSampler(sampler, args.batch_size, drop_last=False))
@@ -133,12 +138,20 @@ def main():
             loss.backward()
             optimizer.step()
             loss_sum += loss.item()
+        training_seconds += time.perf_counter() - epoch_started
+        trained += sum(len(b) for b in batches)
         mean_loss = torch.tensor([loss_sum / len(batches)], dtype=torch.float64)
         dist.all_reduce(mean_loss)
         correct, counted = evaluate(model, test_x, test_y)
         out0(f"epoch {epoch + 1}/{args.epochs}: train loss {mean_loss.item() / world:.4f}, "
              f"test accuracy {100 * correct / counted:.2f}%")
 
+    if args.throughput:
+        slowest = torch.tensor([training_seconds], dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        samples = trained * world
+        out0(f"throughput: {samples / slowest.item():.0f} samples/s "
+             f"({samples} samples in {slowest.item():.3f} s)")
     correct, counted = evaluate(model, test_x, test_y)
     mine = torch.cat([p.detach().flatten() for p in model.parameters()])
     everyone = [torch.empty_like(mine) for _ in range(world)]

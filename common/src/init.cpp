@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <exception>
 
 #include <atomic>
@@ -572,6 +573,16 @@ bool all_ranks_ok(bool mine) {
   Tensor flag = full(1, mine ? 1 : 0, kInt32, get_device());
   all_reduce(flag, ReduceOp::MIN);
   return flag.item(0) == 1;
+}
+
+void report_throughput(std::chrono::duration<double> elapsed, std::int64_t samples) {
+  Tensor slowest = full(1, elapsed.count(), kFloat64, get_device());
+  all_reduce(slowest, ReduceOp::MAX);
+  const double seconds = slowest.item(0);
+  char text[160];
+  std::snprintf(text, sizeof text, "throughput: %.0f samples/s (%lld samples in %.3f s)",
+                static_cast<double>(samples) / seconds, static_cast<long long>(samples), seconds);
+  out0() << text;
 }
 
 }  // namespace dist

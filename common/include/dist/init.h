@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,5 +110,11 @@ std::unique_ptr<ProcessGroup> new_group();
 // all_reduce(MIN) of a 0/1 flag on the group's device, so every rank must call it, the same number
 // of times. Chapter 01 (Step 6) writes it out in full; later chapters call this.
 bool all_ranks_ok(bool mine);
+
+// For --throughput (chapters 08 and 09; bench/run.py reads it): prints on rank 0
+//   throughput: N samples/s (S samples in T s)
+// where T is the slowest rank's `elapsed` (an all_reduce(MAX): every rank calls it) and S the
+// samples all ranks processed together in that time.
+void report_throughput(std::chrono::duration<double> elapsed, std::int64_t samples);
 
 }  // namespace dist
