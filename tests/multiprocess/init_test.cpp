@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -464,6 +465,45 @@ TEST(AfterInit, MismatchedSizesEndWithARankTaggedHintNotAHang) {
               contains(r.output, "called a collective with different sizes, dtypes or order");
   }
   EXPECT_GE(hinted, 1) << describe(results);
+}
+
+TEST(AfterInit, SmallAllReducesWithDifferentOpsOrSizesStopEveryRankNamingEachCall) {
+  // Small all_reduces gather every rank's piece with a header: when the ops differ, every rank
+  // stops naming each rank's call. When the sizes differ, the rank with the smaller buffer may
+  // abort inside Gloo first (the fatal hint of the test above); either way no rank goes on.
+  for (const bool other_size : {false, true}) {
+    const int port = dist::testing::free_port();
+    auto results = run_ranks(
+        2,
+        [&](int rank) {
+          set_launcher_env(rank, 2, port);
+          dist::init_process_group({.timeout = 3s});
+          auto t = dist::full(other_size && rank == 1 ? 3 : 4, 1.0);
+          dist::all_reduce(t, rank == 1 && !other_size ? dist::ReduceOp::MAX : dist::ReduceOp::SUM);
+          return 0;
+        },
+        60s);
+    for (const auto& r : results) {
+      EXPECT_NE(r.exit_code, 0) << describe(results);
+    }
+    const std::string expected = other_size ? "rank 1: 3 elements, torch.float32, SUM"
+                                            : "rank 1: 4 elements, torch.float32, MAX";
+    const auto named = [&](const auto& r) {
+      return contains(r.output, "the ranks called it with different tensors or reduce ops") &&
+             contains(r.output, "rank 0: 4 elements, torch.float32, SUM") &&
+             contains(r.output, expected);
+    };
+    const auto hinted = [](const auto& r) {
+      return contains(r.output, "called a collective with different sizes, dtypes or order");
+    };
+    if (other_size) {
+      EXPECT_TRUE(std::any_of(results.begin(), results.end(), [&](const auto& r) {
+        return named(r) || hinted(r);
+      })) << describe(results);
+    } else {
+      EXPECT_TRUE(std::all_of(results.begin(), results.end(), named)) << describe(results);
+    }
+  }
 }
 
 TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {

@@ -137,6 +137,7 @@ class ProcessGroupGloo : public ProcessGroup {
     run("all_reduce", describe(tensor, op), [&](std::uint32_t tag) {
       if (tensor.numel() == 0) return plain_barrier(tag);
       visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
+        if (tensor.nbytes() <= kGatherReduceBytes) return gather_reduce<T>(tensor, op, tag);
         gloo::AllreduceOptions opts(context_);
         opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
         opts.setReduceFunction(reduce_function<T>(op));
@@ -288,6 +289,67 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
  private:
+  // Small tensors: Gloo's ring takes 2(W-1) steps of one message latency each, and for a few
+  // bytes latency is all there is. One all_gather (W-1 steps; at 2 ranks a single exchange) and
+  // a local reduction, in rank order on every rank (so every rank gets the same bits), take half
+  // the steps for the same bytes at 2 ranks. Each rank's piece starts with a header (element
+  // count, dtype, op), so ranks that called all_reduce with different tensors or ops all stop
+  // with an error naming each rank's call, instead of one of them reducing a short message.
+  // The buffers are kept between calls.
+  static constexpr std::size_t kGatherReduceBytes = 16 * 1024;
+  struct Header {
+    std::int64_t numel;
+    std::int32_t dtype, op;
+  };
+  static_assert(sizeof(Header) == 16);
+
+  template <typename T>
+  void gather_reduce(Tensor& tensor, ReduceOp op, std::uint32_t tag) {
+    const auto n = static_cast<std::size_t>(tensor.numel());
+    const std::size_t piece = sizeof(Header) + tensor.nbytes();
+    const Header mine{tensor.numel(), static_cast<std::int32_t>(tensor.dtype()),
+                      static_cast<std::int32_t>(op)};
+    staging_.resize(piece);
+    std::memcpy(staging_.data(), &mine, sizeof mine);
+    std::memcpy(staging_.data() + sizeof mine, tensor.data(), tensor.nbytes());
+    gathered_.resize(piece * static_cast<std::size_t>(size()));
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(staging_.data(), piece);
+    opts.setOutput(gathered_.data(), gathered_.size());
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+    check_same_call(mine, piece);
+    const ReduceFn reduce = reduce_function<T>(op);
+    T* out = tensor.data_ptr<T>();
+    const auto at = [&](int r) {
+      return reinterpret_cast<const T*>(gathered_.data() + static_cast<std::size_t>(r) * piece +
+                                        sizeof(Header));
+    };
+    std::copy(at(0), at(0) + n, out);
+    for (int r = 1; r < size(); ++r) reduce(out, out, at(r), n);
+  }
+
+  void check_same_call(const Header& mine, std::size_t piece) const {
+    bool same = true;
+    std::string calls;
+    for (int r = 0; r < size(); ++r) {
+      Header theirs{};
+      std::memcpy(&theirs, gathered_.data() + static_cast<std::size_t>(r) * piece, sizeof theirs);
+      same =
+          same && theirs.numel == mine.numel && theirs.dtype == mine.dtype && theirs.op == mine.op;
+      calls += "; rank " + std::to_string(r) + ": " + std::to_string(theirs.numel) + " elements, " +
+               std::string(dtype_name(static_cast<DType>(theirs.dtype))) + ", " +
+               reduce_op_name(static_cast<ReduceOp>(theirs.op));
+    }
+    if (!same) {
+      throw Error("all_reduce #" + std::to_string(sequence_) + " on rank " +
+                  std::to_string(rank()) +
+                  ": the ranks called it with different tensors or reduce ops" + calls +
+                  ". Every rank must pass the same size, dtype and op.");
+    }
+  }
+
   // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
   static std::uint64_t p2p_slot(int tag) {
     return (std::uint64_t{0xd1} << 56) | static_cast<std::uint32_t>(tag);
@@ -343,6 +405,7 @@ class ProcessGroupGloo : public ProcessGroup {
   void check_peer(int r, const char* what) const { backends::check_peer(r, rank(), size(), what); }
 
   std::shared_ptr<gloo::Context> context_;
+  std::vector<std::byte> staging_, gathered_;  // gather_reduce's buffers, reused
   std::chrono::milliseconds timeout_;
   std::uint64_t sequence_ = 0;
 };
