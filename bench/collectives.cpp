@@ -1,8 +1,10 @@
 // bench_collectives — how fast the collectives are, measured the way nccl-tests measures them.
 //
 // For each op (all_reduce, broadcast, all_gather, reduce_scatter) and each size from --min-bytes
-// to --max-mib, doubling, every rank makes the same calls: a few warm-up calls, then `iters`
-// timed calls between two barriers. The time of a row is the slowest rank's mean time per call.
+// to --max-mib, doubling, every rank makes the same calls: a few warm-up calls, a barrier, then
+// `iters` calls, each timed. The time of a row is the slowest rank's median call: on a shared,
+// noisy machine a few calls stall for milliseconds, and a mean (nccl-tests' choice) would be
+// mostly those stalls.
 // After the timing, one more call on freshly filled inputs is checked element by element against
 // its closed form, and the row reports how many elements were wrong (#wrong, which must be 0).
 //
@@ -141,10 +143,14 @@ Row measure(const std::string& name, std::int64_t bytes, int rank, int world, in
   op.fill();
   for (int i = 0; i < std::max(1, row.iters / 10); ++i) op.call();  // warm-up: connections, pages
   dist::barrier();
-  const auto start = Clock::now();
-  for (int i = 0; i < row.iters; ++i) op.call();
-  const double mine =
-      std::chrono::duration<double, std::micro>(Clock::now() - start).count() / row.iters;
+  std::vector<double> us(static_cast<std::size_t>(row.iters));
+  for (double& t : us) {
+    const auto start = Clock::now();
+    op.call();
+    t = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  }
+  std::nth_element(us.begin(), us.begin() + row.iters / 2, us.end());
+  const double mine = us[static_cast<std::size_t>(row.iters / 2)];  // the median call
   Tensor slowest = Tensor::full(1, mine, dist::kFloat64);
   dist::all_reduce(slowest, dist::ReduceOp::MAX);
   row.time_us = slowest.item(0);
