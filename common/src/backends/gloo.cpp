@@ -330,24 +330,30 @@ class ProcessGroupGloo : public ProcessGroup {
     for (int r = 1; r < size(); ++r) reduce(out, out, at(r), n);
   }
 
+  // Every call of a small all_reduce goes through here, so the common case is a comparison only;
+  // the message naming each rank's call is built when the calls differ.
   void check_same_call(const Header& mine, std::size_t piece) const {
-    bool same = true;
-    std::string calls;
-    for (int r = 0; r < size(); ++r) {
+    const auto header = [&](int r) {
       Header theirs{};
       std::memcpy(&theirs, gathered_.data() + static_cast<std::size_t>(r) * piece, sizeof theirs);
-      same =
-          same && theirs.numel == mine.numel && theirs.dtype == mine.dtype && theirs.op == mine.op;
+      return theirs;
+    };
+    bool same = true;
+    for (int r = 0; r < size() && same; ++r) {
+      const Header theirs = header(r);
+      same = theirs.numel == mine.numel && theirs.dtype == mine.dtype && theirs.op == mine.op;
+    }
+    if (same) return;
+    std::string calls;
+    for (int r = 0; r < size(); ++r) {
+      const Header theirs = header(r);
       calls += "; rank " + std::to_string(r) + ": " + std::to_string(theirs.numel) + " elements, " +
                std::string(dtype_name(static_cast<DType>(theirs.dtype))) + ", " +
                reduce_op_name(static_cast<ReduceOp>(theirs.op));
     }
-    if (!same) {
-      throw Error("all_reduce #" + std::to_string(sequence_) + " on rank " +
-                  std::to_string(rank()) +
-                  ": the ranks called it with different tensors or reduce ops" + calls +
-                  ". Every rank must pass the same size, dtype and op.");
-    }
+    throw Error("all_reduce #" + std::to_string(sequence_) + " on rank " + std::to_string(rank()) +
+                ": the ranks called it with different tensors or reduce ops" + calls +
+                ". Every rank must pass the same size, dtype and op.");
   }
 
   // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
