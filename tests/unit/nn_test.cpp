@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "dist/nn.h"
+#include "nn_math.h"
 #include "ranks.h"
 
 namespace {
@@ -74,6 +77,66 @@ TEST(Linear, GradientsMatchFiniteDifferencesOfTheLoss) {
     up[k] += static_cast<float>(h), down[k] -= static_cast<float>(h);
     const double slope = (loss_at(w, up) - loss_at(w, down)) / (2 * h);
     EXPECT_NEAR(model.bias().grad.item(static_cast<std::int64_t>(k)), slope, 1e-4) << "b" << k;
+  }
+}
+
+// The CPU loops reorder Linear's work to vectorise it; every value must still be the bits that
+// nn_math's per-value functions give, which are what the CUDA kernels compute (chapter 09 checks
+// CPU and GPU replicas for identical bits). Shapes include 1s and odd sizes. The values make the
+// order of each sum show: a product of two floats is exact in double, so ordinary values would
+// give the same float whatever the order. Here a ninth of the products are +-2^80, which cancel
+// in many sums, leaving the rounding of the 2^40-sized products that each order does its own way.
+TEST(Linear, CpuLoopsGiveTheBitsOfTheKernelsArithmetic) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> uniform(1, 2);
+  const auto draws = [&](std::int64_t n) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (float& f : v) f = (gen() % 2 ? 1.0f : -1.0f) * (gen() % 3 == 0 ? 0x1p40f : uniform(gen));
+    return v;
+  };
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (const auto [rows, in, out] : {std::array<std::int64_t, 3>{1, 1, 1},
+                                     {3, 7, 5},
+                                     {32, 196, 128},
+                                     {17, 128, 10},
+                                     {2, 33, 1},
+                                     {5, 1, 9}}) {
+    const std::vector<float> w = draws(in * out), b = draws(out), x = draws(rows * in),
+                             g = draws(rows * out), start_gw = draws(in * out),
+                             start_gb = draws(out);
+    dist::Linear layer(in, out, {w, b});
+    // Gradients accumulate: start from non-zero ones, as after an earlier backward.
+    layer.parameters()[0]->grad.copy_(Tensor::from(start_gw));
+    layer.parameters()[1]->grad.copy_(Tensor::from(start_gb));
+    const auto y = layer.forward(Tensor::from(x)).to_vector<float>();
+    const auto gx = layer.backward(Tensor::from(g)).to_vector<float>();
+
+    std::vector<float> y_ref(static_cast<std::size_t>(rows * out)), gx_ref(x.size());
+    std::vector<float> gw_ref = start_gw, gb_ref = start_gb;
+    for (std::int64_t k = 0; k < rows * out; ++k) {
+      y_ref[static_cast<std::size_t>(k)] =
+          dist::nn_math::linear_out(x.data(), w.data(), b.data(), k, in, out);
+    }
+    for (std::int64_t k = 0; k < in * out; ++k) {
+      auto& v = gw_ref[static_cast<std::size_t>(k)];
+      v = dist::nn_math::linear_grad_weight(x.data(), g.data(), v, k, rows, in, out);
+    }
+    for (std::int64_t j = 0; j < out; ++j) {
+      auto& v = gb_ref[static_cast<std::size_t>(j)];
+      v = dist::nn_math::linear_grad_bias(g.data(), v, j, rows, out);
+    }
+    for (std::int64_t k = 0; k < rows * in; ++k) {
+      gx_ref[static_cast<std::size_t>(k)] =
+          dist::nn_math::linear_grad_input(g.data(), w.data(), k, in, out);
+    }
+    const std::string shape =
+        std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(out);
+    EXPECT_TRUE(same_bits(y, y_ref)) << shape;
+    EXPECT_TRUE(same_bits(gx, gx_ref)) << shape;
+    EXPECT_TRUE(same_bits(layer.parameters()[0]->grad.to_vector<float>(), gw_ref)) << shape;
+    EXPECT_TRUE(same_bits(layer.parameters()[1]->grad.to_vector<float>(), gb_ref)) << shape;
   }
 }
 
