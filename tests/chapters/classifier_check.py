@@ -6,9 +6,9 @@
   1. resume: --epochs 1 --checkpoint F, then --epochs 3 --checkpoint F --resume, ends with the
      parameters (fingerprint) and accuracy of an uninterrupted --epochs 3 run.
   2. buckets: overlapping backward or not never changes the bits (checked at 2 and 3 ranks); at 2
-     ranks the bucket size does not either (a + b is b + a; from 3 ranks on, Gloo's ring adds
-     each value in an order that depends on where it sits in the bucket, so other buckets differ
-     in the last bits).
+     ranks the bucket size does not either (a + b is b + a; from 3 ranks on, the order in which
+     all_reduce adds the ranks' values depends on the bucket's size and on where a value sits in
+     it, so other buckets differ in the last bits).
   3. SyncBatchNorm matters: --no-sync-bn gives other parameters.
   4. gradient accumulation: with an odd number of batches per epoch (17) and --accumulate 2,
      the trace holds 9 all_reduces of each bucket per epoch, not 17; and with one batch per

@@ -420,31 +420,36 @@ TEST(AfterInit, ACollectiveCalledByOnlySomeRanksTimesOutNamingIt) {
 }
 
 TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
-  const int port = dist::testing::free_port();
-  const auto start = Clock::now();
-  auto results = run_ranks(
-      3,
-      [&](int rank) {
-        set_launcher_env(rank, 3, port);
-        dist::init_process_group({.timeout = 30s});
-        if (rank == 2) ::_exit(3);  // dies without a word
-        auto t = dist::zeros(1 << 16);
-        dist::all_reduce(t);
-        return 0;
-      },
-      60s);
-  EXPECT_LT(Clock::now() - start, 10s) << "survivors must not wait for the 30 s timeout";
-  EXPECT_EQ(results[2].exit_code, 3);
-  for (int r : {0, 1}) {
-    EXPECT_EQ(results[static_cast<std::size_t>(r)].exit_code, 1) << describe(results);
-    EXPECT_TRUE(contains(results[static_cast<std::size_t>(r)].output, "all_reduce #1"))
-        << describe(results);
+  // Both paths: a small all_reduce (one exchange) and a large one (the ring).
+  for (const std::int64_t numel : {std::int64_t{4}, std::int64_t{1} << 16}) {
+    const int port = dist::testing::free_port();
+    const auto start = Clock::now();
+    auto results = run_ranks(
+        3,
+        [&](int rank) {
+          set_launcher_env(rank, 3, port);
+          dist::init_process_group({.timeout = 30s});
+          if (rank == 2) ::_exit(3);  // dies without a word
+          auto t = dist::zeros(numel);
+          dist::all_reduce(t);
+          return 0;
+        },
+        60s);
+    EXPECT_LT(Clock::now() - start, 10s) << "survivors must not wait for the 30 s timeout";
+    EXPECT_EQ(results[2].exit_code, 3);
+    for (int r : {0, 1}) {
+      EXPECT_EQ(results[static_cast<std::size_t>(r)].exit_code, 1) << describe(results);
+      EXPECT_TRUE(contains(results[static_cast<std::size_t>(r)].output, "all_reduce #1"))
+          << describe(results);
+    }
   }
 }
 
 TEST(AfterInit, MismatchedSizesEndWithARankTaggedHintNotAHang) {
-  // Gloo detects the mismatch on its network thread, where it cannot be caught: the rank that
-  // received too much aborts, after saying which rank it is and what to check.
+  // all_reduce, all_gather and reduce_scatter compare the ranks' calls first (the tests below).
+  // Gloo's own algorithms, here broadcast, detect a mismatch on Gloo's network thread, where it
+  // cannot be caught: the rank that received too much aborts, after saying which rank it is and
+  // what to check. (The source rank only sent; under ddprun, the abort stops it too.)
   const int port = dist::testing::free_port();
   const auto start = Clock::now();
   auto results = run_ranks(
@@ -452,56 +457,82 @@ TEST(AfterInit, MismatchedSizesEndWithARankTaggedHintNotAHang) {
       [&](int rank) {
         set_launcher_env(rank, 2, port);
         dist::init_process_group({.timeout = 3s});
-        auto t = dist::zeros(rank == 0 ? 4 : 8);
-        dist::all_reduce(t);
+        auto t = dist::zeros(rank == 0 ? 8 : 4);
+        dist::broadcast(t, 0);
         return 0;
       },
       60s);
   EXPECT_LT(Clock::now() - start, 15s);
-  int hinted = 0;
-  for (const auto& r : results) {
-    EXPECT_NE(r.exit_code, 0) << describe(results);
-    hinted += r.exit_code == 128 + SIGABRT && contains(r.output, "fatal: ") &&
-              contains(r.output, "called a collective with different sizes, dtypes or order");
-  }
-  EXPECT_GE(hinted, 1) << describe(results);
+  const auto& receiver = results[1];
+  EXPECT_EQ(receiver.exit_code, 128 + SIGABRT) << describe(results);
+  EXPECT_TRUE(
+      contains(receiver.output, "[rank 1/2] fatal: ") &&
+      contains(receiver.output, "called a collective with different sizes, dtypes or order"))
+      << describe(results);
 }
 
-TEST(AfterInit, SmallAllReducesWithDifferentOpsOrSizesStopEveryRankNamingEachCall) {
-  // Small all_reduces gather every rank's piece with a header: when the ops differ, every rank
-  // stops naming each rank's call. When the sizes differ, the rank with the smaller buffer may
-  // abort inside Gloo first (the fatal hint of the test above); either way no rank goes on.
-  for (const bool other_size : {false, true}) {
+TEST(AfterInit, AllReducesWithDifferentOpsOrSizesStopEveryRankNamingEachCall) {
+  // Every rank sends a header (call number, size, dtype, op) first: when the calls differ, every
+  // rank stops, naming each rank's call. Small tensors (one exchange) and large ones (the ring).
+  struct Case {
+    std::int64_t numel0, numel1;
+    dist::ReduceOp op1;
+  };
+  for (const Case c :
+       {Case{4, 4, dist::ReduceOp::MAX}, Case{4, 3, dist::ReduceOp::SUM},
+        Case{1 << 16, 1 << 16, dist::ReduceOp::MAX}, Case{1 << 16, 1 << 17, dist::ReduceOp::SUM}}) {
+    const int port = dist::testing::free_port();
+    const auto start = Clock::now();
+    auto results = run_ranks(
+        2,
+        [&](int rank) {
+          set_launcher_env(rank, 2, port);
+          dist::init_process_group({.timeout = 3s});
+          auto t = dist::full(rank == 0 ? c.numel0 : c.numel1, 1.0);
+          dist::all_reduce(t, rank == 0 ? dist::ReduceOp::SUM : c.op1);
+          return 0;
+        },
+        60s);
+    EXPECT_LT(Clock::now() - start, 2s) << "a mismatch is found at once, not by a timeout";
+    const auto call = [](std::int64_t n, const char* op) {
+      return "collective #1, " + std::to_string(n) + " elements, torch.float32, " + op;
+    };
+    for (const auto& r : results) {
+      EXPECT_EQ(r.exit_code, 1) << describe(results);
+      EXPECT_TRUE(contains(r.output, "the ranks called it with different tensors or reduce ops") &&
+                  contains(r.output, "rank 0: " + call(c.numel0, "SUM")) &&
+                  contains(r.output, "rank 1: " + call(c.numel1, dist::reduce_op_name(c.op1))))
+          << describe(results);
+    }
+  }
+}
+
+TEST(AfterInit, AllGathersAndReduceScattersOfDifferentSizesStopEveryRankNamingEachCall) {
+  for (const bool gather : {true, false}) {
     const int port = dist::testing::free_port();
     auto results = run_ranks(
         2,
         [&](int rank) {
           set_launcher_env(rank, 2, port);
           dist::init_process_group({.timeout = 3s});
-          auto t = dist::full(other_size && rank == 1 ? 3 : 4, 1.0);
-          dist::all_reduce(t, rank == 1 && !other_size ? dist::ReduceOp::MAX : dist::ReduceOp::SUM);
+          const std::int64_t n = rank == 0 ? 5 : 6;
+          if (gather) {
+            std::vector<dist::Tensor> out;
+            dist::all_gather(out, dist::zeros(n));
+          } else {
+            auto out = dist::zeros(n);
+            dist::reduce_scatter(out, {dist::zeros(n), dist::zeros(n)});
+          }
           return 0;
         },
         60s);
+    const std::string op = gather ? "" : ", SUM";
     for (const auto& r : results) {
-      EXPECT_NE(r.exit_code, 0) << describe(results);
-    }
-    const std::string expected = other_size ? "rank 1: 3 elements, torch.float32, SUM"
-                                            : "rank 1: 4 elements, torch.float32, MAX";
-    const auto named = [&](const auto& r) {
-      return contains(r.output, "the ranks called it with different tensors or reduce ops") &&
-             contains(r.output, "rank 0: 4 elements, torch.float32, SUM") &&
-             contains(r.output, expected);
-    };
-    const auto hinted = [](const auto& r) {
-      return contains(r.output, "called a collective with different sizes, dtypes or order");
-    };
-    if (other_size) {
-      EXPECT_TRUE(std::any_of(results.begin(), results.end(), [&](const auto& r) {
-        return named(r) || hinted(r);
-      })) << describe(results);
-    } else {
-      EXPECT_TRUE(std::all_of(results.begin(), results.end(), named)) << describe(results);
+      EXPECT_EQ(r.exit_code, 1) << describe(results);
+      EXPECT_TRUE(contains(r.output, gather ? "all_gather #1" : "reduce_scatter #1") &&
+                  contains(r.output, "rank 0: collective #1, 5 elements, torch.float32" + op) &&
+                  contains(r.output, "rank 1: collective #1, 6 elements, torch.float32" + op))
+          << describe(results);
     }
   }
 }

@@ -1,8 +1,11 @@
 // ProcessGroupGloo: the collectives of dist/process_group.h on Facebook's Gloo library (CPU, TCP).
 //
-// Gloo gives us the algorithms (ring all-reduce, broadcast, gather, ...) and the transport; this
+// Gloo gives us the transport and most algorithms (broadcast, barrier, gather, scatter); this
 // file adds what a teaching library needs on top: dtype dispatch, the reduce ops Gloo lacks
 // (AVG, bitwise), a timeout on every call, and errors that say which call failed and why.
+// all_reduce, all_gather and reduce_scatter run on a second mesh of Gloo pairs read by the
+// calling thread (gloo_sync_mesh.h): one exchange for small tensors, chapter 04's ring for
+// large ones, and every call first checks that the ranks made the same call.
 #include "backends/gloo.h"
 
 #include <gloo/allgather.h>
@@ -20,32 +23,42 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "backends/common.h"
+#include "backends/gloo_sync_mesh.h"
 #include "dist/check.h"
 
 namespace dist::backends {
 namespace {
 
 // Gloo's view of our store: its rendezvous writes each rank's addresses under keys "0".."N-1".
+// A prefix keeps the two meshes' keys apart.
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  explicit StoreAdapter(dist::Store& store) : store_(store) {}
+  StoreAdapter(dist::Store& store, std::string prefix)
+      : store_(store), prefix_(std::move(prefix)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(key, std::string(data.begin(), data.end()));
+    store_.set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    const std::string v = store_.get(key);
+    const std::string v = store_.get(prefix_ + key);
     return std::vector<char>(v.begin(), v.end());
   }
-  void wait(const std::vector<std::string>& keys) override { store_.wait(keys); }
+  void wait(const std::vector<std::string>& keys) override { store_.wait(prefixed(keys)); }
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
-    store_.wait(keys, timeout);
+    store_.wait(prefixed(keys), timeout);
   }
 
  private:
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    for (const std::string& k : keys) out.push_back(prefix_ + k);
+    return out;
+  }
   dist::Store& store_;
+  std::string prefix_;
 };
 
 using ReduceFn = std::function<void(void*, const void*, const void*, std::size_t)>;
@@ -123,8 +136,11 @@ void with_gloo_errors(Fn&& fn, Fail&& fail) {
 class ProcessGroupGloo : public ProcessGroup {
  public:
   ProcessGroupGloo(int rank, int size, std::shared_ptr<gloo::Context> context,
-                   std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size), context_(std::move(context)), timeout_(timeout) {}
+                   std::unique_ptr<SyncMesh> mesh, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size),
+        context_(std::move(context)),
+        mesh_(std::move(mesh)),
+        timeout_(timeout) {}
 
   std::string backend() const override { return "gloo"; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
@@ -137,13 +153,16 @@ class ProcessGroupGloo : public ProcessGroup {
     run("all_reduce", describe(tensor, op), [&](std::uint32_t tag) {
       if (tensor.numel() == 0) return plain_barrier(tag);
       visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
-        if (tensor.nbytes() <= kGatherReduceBytes) return gather_reduce<T>(tensor, op, tag);
-        gloo::AllreduceOptions opts(context_);
-        opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
-        opts.setReduceFunction(reduce_function<T>(op));
-        opts.setTag(tag);
-        opts.setTimeout(timeout_);
-        gloo::allreduce(opts);
+        const Header mine = header(tensor, op);
+        if (sizeof mine + tensor.nbytes() <= SyncMesh::kMaxPiece) {
+          return small_all_reduce<T>(tensor, op, mine);
+        }
+        // Chapter 04's ring: reduce-scatter, then all-gather, on the synchronous mesh.
+        agree("all_reduce", mine);
+        auto* data = static_cast<std::byte*>(tensor.data());
+        const auto n = static_cast<std::size_t>(tensor.numel());
+        mesh_->reduce_scatter(data, n, sizeof(T), reduce_function<T>(op));
+        mesh_->all_gather(data, n, sizeof(T));
       });
     });
     if (op == ReduceOp::AVG) tensor /= static_cast<std::int64_t>(size());
@@ -178,15 +197,10 @@ class ProcessGroupGloo : public ProcessGroup {
     Tensor flat(input.numel() * size(), input.dtype());
     run("all_gather", describe(input), [&](std::uint32_t tag) {
       if (input.numel() == 0) return plain_barrier(tag);
-      visit_dtype(input.dtype(), [&]<typename T>(std::type_identity<T>) {
-        gloo::AllgatherOptions opts(context_);
-        // Gloo only reads the input; its API takes a non-const pointer.
-        opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
-        opts.setOutput(flat.data_ptr<T>(), static_cast<std::size_t>(flat.numel()));
-        opts.setTag(tag);
-        opts.setTimeout(timeout_);
-        gloo::allgather(opts);
-      });
+      agree("all_gather", header(input, std::nullopt));
+      flat.assign_slice(rank() * input.numel(), input);
+      mesh_->all_gather(static_cast<std::byte*>(flat.data()),
+                        static_cast<std::size_t>(flat.numel()), input.element_size());
     });
     split(flat, input.numel(), outputs);
   }
@@ -194,11 +208,21 @@ class ProcessGroupGloo : public ProcessGroup {
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     check_op_fits(op, output.dtype());
     check_one_per_rank("reduce_scatter", &inputs, output, size());
-    // Gloo's reduce-scatter is not exposed with a timeout, so: all-reduce the concatenation and
-    // keep our slice. It moves world_size times more data than needed; fine for teaching sizes.
+    if (output.is_cuda()) {
+      return through_host(output, [&](Tensor& t) { reduce_scatter(t, inputs, op); });
+    }
     Tensor flat = concatenate(inputs, Device::cpu());
-    all_reduce(flat, op);
+    run("reduce_scatter", describe(output, op), [&](std::uint32_t tag) {
+      if (output.numel() == 0) return plain_barrier(tag);
+      visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {
+        agree("reduce_scatter", header(output, op));
+        mesh_->reduce_scatter(static_cast<std::byte*>(flat.data()),
+                              static_cast<std::size_t>(flat.numel()), sizeof(T),
+                              reduce_function<T>(op));
+      });
+    });
     output.copy_(flat.slice(rank() * output.numel(), output.numel()));
+    if (op == ReduceOp::AVG) output /= static_cast<std::int64_t>(size());
   }
 
   void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
@@ -289,71 +313,78 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
  private:
-  // Small tensors: Gloo's ring takes 2(W-1) steps of one message latency each, and for a few
-  // bytes latency is all there is. One all_gather (W-1 steps; at 2 ranks a single exchange) and
-  // a local reduction, in rank order on every rank (so every rank gets the same bits), take half
-  // the steps for the same bytes at 2 ranks. Each rank's piece starts with a header (element
-  // count, dtype, op), so ranks that called all_reduce with different tensors or ops all stop
-  // with an error naming each rank's call, instead of one of them reducing a short message.
-  // The buffers are kept between calls.
-  static constexpr std::size_t kGatherReduceBytes = 16 * 1024;
+  // Every collective on the synchronous mesh starts with each rank's header: its call's number,
+  // element count, dtype and op. Ranks that called differently all stop, with an error naming
+  // each rank's call, before any data moves (and none reads a message of another size).
   struct Header {
+    std::uint64_t seq;
     std::int64_t numel;
-    std::int32_t dtype, op;
+    std::int32_t dtype, op;  // op: -1 for a collective without one
   };
-  static_assert(sizeof(Header) == 16);
+  static_assert(sizeof(Header) == 24);
 
+  Header header(const Tensor& t, std::optional<ReduceOp> op) const {
+    return {sequence_, t.numel(), static_cast<std::int32_t>(t.dtype()),
+            op ? static_cast<std::int32_t>(*op) : -1};
+  }
+
+  // Small tensors: the ring takes 2(W-1) steps of one message latency each, and for a few
+  // bytes latency is all there is. Instead every rank sends its header and tensor to every other
+  // rank (one step), and each reduces the W pieces locally in rank order, so every rank gets the
+  // same bits.
   template <typename T>
-  void gather_reduce(Tensor& tensor, ReduceOp op, std::uint32_t tag) {
+  void small_all_reduce(Tensor& tensor, ReduceOp op, const Header& mine) {
     const auto n = static_cast<std::size_t>(tensor.numel());
-    const std::size_t piece = sizeof(Header) + tensor.nbytes();
-    const Header mine{tensor.numel(), static_cast<std::int32_t>(tensor.dtype()),
-                      static_cast<std::int32_t>(op)};
-    staging_.resize(piece);
-    std::memcpy(staging_.data(), &mine, sizeof mine);
-    std::memcpy(staging_.data() + sizeof mine, tensor.data(), tensor.nbytes());
-    gathered_.resize(piece * static_cast<std::size_t>(size()));
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(staging_.data(), piece);
-    opts.setOutput(gathered_.data(), gathered_.size());
-    opts.setTag(tag);
-    opts.setTimeout(timeout_);
-    gloo::allgather(opts);
-    check_same_call(mine, piece);
+    std::byte* own = mesh_->piece(rank());
+    std::memcpy(own, &mine, sizeof mine);
+    std::memcpy(own + sizeof mine, tensor.data(), tensor.nbytes());
+    mesh_->exchange(sizeof mine + tensor.nbytes());
+    check_same_call("all_reduce", mine);
     const ReduceFn reduce = reduce_function<T>(op);
     T* out = tensor.data_ptr<T>();
     const auto at = [&](int r) {
-      return reinterpret_cast<const T*>(gathered_.data() + static_cast<std::size_t>(r) * piece +
-                                        sizeof(Header));
+      return reinterpret_cast<const T*>(mesh_->piece(r) + sizeof(Header));
     };
     std::copy(at(0), at(0) + n, out);
     for (int r = 1; r < size(); ++r) reduce(out, out, at(r), n);
   }
 
-  // Every call of a small all_reduce goes through here, so the common case is a comparison only;
-  // the message naming each rank's call is built when the calls differ.
-  void check_same_call(const Header& mine, std::size_t piece) const {
-    const auto header = [&](int r) {
-      Header theirs{};
-      std::memcpy(&theirs, gathered_.data() + static_cast<std::size_t>(r) * piece, sizeof theirs);
-      return theirs;
+  // The header alone, before a ring.
+  void agree(const char* name, const Header& mine) {
+    std::memcpy(mesh_->piece(rank()), &mine, sizeof mine);
+    mesh_->exchange(sizeof mine);
+    check_same_call(name, mine);
+  }
+
+  // Every call goes through here, so the common case is a comparison only; the message naming
+  // each rank's call is built when the calls differ.
+  void check_same_call(const char* name, const Header& mine) const {
+    const auto theirs = [&](int r) {
+      Header h{};
+      std::memcpy(&h, mesh_->piece(r), sizeof h);
+      return h;
     };
     bool same = true;
     for (int r = 0; r < size() && same; ++r) {
-      const Header theirs = header(r);
-      same = theirs.numel == mine.numel && theirs.dtype == mine.dtype && theirs.op == mine.op;
+      const Header h = theirs(r);
+      same = h.seq == mine.seq && h.numel == mine.numel && h.dtype == mine.dtype && h.op == mine.op;
     }
     if (same) return;
     std::string calls;
     for (int r = 0; r < size(); ++r) {
-      const Header theirs = header(r);
-      calls += "; rank " + std::to_string(r) + ": " + std::to_string(theirs.numel) + " elements, " +
-               std::string(dtype_name(static_cast<DType>(theirs.dtype))) + ", " +
-               reduce_op_name(static_cast<ReduceOp>(theirs.op));
+      const Header h = theirs(r);
+      calls += "; rank " + std::to_string(r) + ": collective #" + std::to_string(h.seq) + ", " +
+               std::to_string(h.numel) + " elements, " +
+               std::string(dtype_name(static_cast<DType>(h.dtype))) +
+               (h.op < 0 ? "" : ", " + std::string(reduce_op_name(static_cast<ReduceOp>(h.op))));
     }
-    throw Error("all_reduce #" + std::to_string(sequence_) + " on rank " + std::to_string(rank()) +
-                ": the ranks called it with different tensors or reduce ops" + calls +
-                ". Every rank must pass the same size, dtype and op.");
+    throw Error(std::string(name) + " #" + std::to_string(sequence_) + " on rank " +
+                std::to_string(rank()) +
+                ": the ranks called it with different tensors or reduce ops, or at different "
+                "points of their programs" +
+                calls +
+                ". Every rank must make the same collective calls in the same order, with the "
+                "same size, dtype and op.");
   }
 
   // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
@@ -387,7 +418,10 @@ class ProcessGroupGloo : public ProcessGroup {
           const std::string call = std::string(name) +
                                    (collective ? " #" + std::to_string(seq) : "") +
                                    (what.empty() ? "" : " (" + what + ")");
-          if (detail.find("Timed out") != std::string::npos) {
+          // Gloo says "Timed out" for its background thread, "Read timeout" or "Write timeout"
+          // for a synchronous pair's socket.
+          if (detail.find("Timed out") != std::string::npos ||
+              detail.find(" timeout") != std::string::npos) {
             throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
                                std::to_string(rank()) +
                                ": not every rank reached this call. Every rank must make the same "
@@ -411,7 +445,7 @@ class ProcessGroupGloo : public ProcessGroup {
   void check_peer(int r, const char* what) const { backends::check_peer(r, rank(), size(), what); }
 
   std::shared_ptr<gloo::Context> context_;
-  std::vector<std::byte> staging_, gathered_;  // gather_reduce's buffers, reused
+  std::unique_ptr<SyncMesh> mesh_;  // the synchronous mesh: small all_reduces and the ring
   std::chrono::milliseconds timeout_;
   std::uint64_t sequence_ = 0;
 };
@@ -426,21 +460,30 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
   } else {
     attr.hostname = options.hostname;
   }
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::shared_ptr<gloo::rendezvous::Context> context, sync;
+  std::unique_ptr<SyncMesh> mesh;
   with_gloo_errors(
       [&] {
         auto device = gloo::transport::tcp::CreateDevice(attr);
         context = std::make_shared<gloo::rendezvous::Context>(rank, size);
         context->setTimeout(options.connect_timeout);
-        StoreAdapter adapter(store);
+        StoreAdapter adapter(store, "");
         context->connectFullMesh(adapter, device);
+        // The synchronous mesh (see gloo_sync_mesh.h). Its pairs take their sockets' timeout
+        // from the context: the collectives' timeout. Every peer is connected to this rank
+        // already, so connecting it cannot wait for a missing one.
+        sync = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        sync->setTimeout(options.timeout);
+        StoreAdapter sync_adapter(store, "sync/");
+        sync->connectFullMesh(sync_adapter, device);
         // Like torch, finish with a barrier: once this returns every rank is connected, so a
         // rank that exits right after init cannot break a peer that is still connecting. It
         // uses a tag of its own and is not counted among the user's collectives.
-        gloo::BarrierOptions sync(context);
-        sync.setTag(0xfffffff0u);
-        sync.setTimeout(options.connect_timeout);
-        gloo::barrier(sync);
+        gloo::BarrierOptions barrier(context);
+        barrier.setTag(0xfffffff0u);
+        barrier.setTimeout(options.connect_timeout);
+        gloo::barrier(barrier);
+        mesh = std::make_unique<SyncMesh>(sync, rank, size);
       },
       [&](const std::string& detail) {
         throw Error("gloo could not connect rank " + std::to_string(rank) +
@@ -451,7 +494,8 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
                     "DIST_IFNAME).");
       });
   context->setTimeout(options.timeout);
-  return std::make_unique<ProcessGroupGloo>(rank, size, std::move(context), options.timeout);
+  return std::make_unique<ProcessGroupGloo>(rank, size, std::move(context), std::move(mesh),
+                                            options.timeout);
 }
 
 }  // namespace dist::backends
