@@ -137,6 +137,15 @@ void check_all_gather(Checker& c, int W, DType dtype, std::int64_t n) {
     c.expect_all("all_gather[" + std::to_string(j) + "]", all[static_cast<std::size_t>(j)], n,
                  dtype, [&](std::int64_t i) { return j * 100.0 + static_cast<double>(i % 13); });
   }
+  // Again into the same list, now of the right sizes (filled in place), with this rank's own
+  // entry as the input: every entry must hold the new values.
+  Tensor& own = all[static_cast<std::size_t>(c.rank)];
+  own = make(n, dtype, [&](std::int64_t i) { return c.rank * 100.0 + static_cast<double>(i % 7); });
+  dist::all_gather(all, own);
+  for (int j = 0; j < W; ++j) {
+    c.expect_all("all_gather again[" + std::to_string(j) + "]", all[static_cast<std::size_t>(j)], n,
+                 dtype, [&](std::int64_t i) { return j * 100.0 + static_cast<double>(i % 7); });
+  }
 }
 
 void check_reduce_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
@@ -150,6 +159,11 @@ void check_reduce_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
   c.expect_all("reduce_scatter", out, n, dtype, [&](std::int64_t i) {
     return W * (W - 1) / 2.0 + W * (c.rank * 10.0 + static_cast<double>(i % 3));
   });
+  for (int j = 0; j < W; ++j) {  // the inputs are only read
+    c.expect_all("reduce_scatter's input " + std::to_string(j), inputs[static_cast<std::size_t>(j)],
+                 n, dtype,
+                 [&](std::int64_t i) { return c.rank + j * 10.0 + static_cast<double>(i % 3); });
+  }
 }
 
 void check_gather_scatter(Checker& c, int W, DType dtype, std::int64_t n) {

@@ -49,7 +49,9 @@ class ProcessGroup {
   virtual void broadcast(Tensor& tensor, int src) = 0;
   // Returns once every rank has called it.
   virtual void barrier() = 0;
-  // outputs[i] = rank i's `input`, on every rank. `outputs` is resized to size().
+  // outputs[i] = rank i's `input`, on every rank. `outputs` is resized to size(); entries that
+  // already have the input's size, dtype and device may be filled in place (as torch fills the
+  // list it is given), the others are replaced.
   virtual void all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
   // Rank r ends with the reduction over ranks of inputs[r]; inputs.size() == size().
   virtual void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) = 0;

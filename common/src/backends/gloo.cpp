@@ -157,12 +157,21 @@ class ProcessGroupGloo : public ProcessGroup {
         if (sizeof mine + tensor.nbytes() <= SyncMesh::kMaxPiece) {
           return small_all_reduce<T>(tensor, op, mine);
         }
-        // Chapter 04's ring: reduce-scatter, then all-gather, on the synchronous mesh.
+        // Chapter 04's ring, in place: reduce-scatter, then all-gather, on the synchronous mesh.
         agree("all_reduce", mine);
         auto* data = static_cast<std::byte*>(tensor.data());
         const auto n = static_cast<std::size_t>(tensor.numel());
-        mesh_->reduce_scatter(data, n, sizeof(T), reduce_function<T>(op));
-        mesh_->all_gather(data, n, sizeof(T));
+        std::vector<std::byte*> segments;
+        std::vector<std::size_t> bytes;
+        for (int s = 0; s < size(); ++s) {
+          const std::size_t begin = mesh_->segment_begin(n, s);
+          segments.push_back(data + begin * sizeof(T));
+          bytes.push_back((mesh_->segment_begin(n, s + 1) - begin) * sizeof(T));
+        }
+        const std::vector<const std::byte*> in(segments.begin(), segments.end());
+        mesh_->reduce_scatter(in, segments, segments[static_cast<std::size_t>(rank())], bytes,
+                              sizeof(T), reduce_function<T>(op));
+        mesh_->all_gather(segments, bytes);
       });
     });
     if (op == ReduceOp::AVG) tensor /= static_cast<std::int64_t>(size());
@@ -188,40 +197,61 @@ class ProcessGroupGloo : public ProcessGroup {
     run("barrier", "", [&](std::uint32_t tag) { plain_barrier(tag); });
   }
 
+  // outputs[r] that already have the input's size and dtype on the CPU are filled in place, as
+  // torch's all_gather fills the list it is given: no new memory, no copy out of a staging area.
   void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     if (input.is_cuda()) {
       all_gather(outputs, input.cpu());
       for (Tensor& t : outputs) t = t.to(input.device());
       return;
     }
-    Tensor flat(input.numel() * size(), input.dtype());
+    outputs.resize(static_cast<std::size_t>(size()));
+    for (Tensor& t : outputs) {
+      if (t.numel() != input.numel() || t.dtype() != input.dtype() || t.is_cuda()) {
+        t = Tensor(input.numel(), input.dtype());
+      }
+    }
+    Tensor& own = outputs[static_cast<std::size_t>(rank())];
+    if (own.data() != input.data()) own.copy_(input);
     run("all_gather", describe(input), [&](std::uint32_t tag) {
       if (input.numel() == 0) return plain_barrier(tag);
       agree("all_gather", header(input, std::nullopt));
-      flat.assign_slice(rank() * input.numel(), input);
-      mesh_->all_gather(static_cast<std::byte*>(flat.data()),
-                        static_cast<std::size_t>(flat.numel()), input.element_size());
+      std::vector<std::byte*> segments;
+      for (Tensor& t : outputs) segments.push_back(static_cast<std::byte*>(t.data()));
+      mesh_->all_gather(segments, std::vector<std::size_t>(outputs.size(), input.nbytes()));
     });
-    split(flat, input.numel(), outputs);
   }
 
   void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     check_op_fits(op, output.dtype());
     check_one_per_rank("reduce_scatter", &inputs, output, size());
-    if (output.is_cuda()) {
-      return through_host(output, [&](Tensor& t) { reduce_scatter(t, inputs, op); });
+    const bool any_cuda =
+        output.is_cuda() ||
+        std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.is_cuda(); });
+    if (any_cuda) {
+      std::vector<Tensor> host;
+      for (const Tensor& t : inputs) host.push_back(t.cpu());
+      return through_host(output, [&](Tensor& t) { reduce_scatter(t, host, op); });
     }
-    Tensor flat = concatenate(inputs, Device::cpu());
     run("reduce_scatter", describe(output, op), [&](std::uint32_t tag) {
       if (output.numel() == 0) return plain_barrier(tag);
       visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {
         agree("reduce_scatter", header(output, op));
-        mesh_->reduce_scatter(static_cast<std::byte*>(flat.data()),
-                              static_cast<std::size_t>(flat.numel()), sizeof(T),
+        // The inputs are only read; partial sums (from 3 ranks on) go to a workspace.
+        const std::size_t piece = output.nbytes();
+        if (size() > 2) workspace_.resize(piece * static_cast<std::size_t>(size()));
+        std::vector<const std::byte*> in;
+        std::vector<std::byte*> work;
+        for (int s = 0; s < size(); ++s) {
+          in.push_back(static_cast<const std::byte*>(inputs[static_cast<std::size_t>(s)].data()));
+          work.push_back(size() > 2 ? workspace_.data() + piece * static_cast<std::size_t>(s)
+                                    : nullptr);
+        }
+        mesh_->reduce_scatter(in, work, static_cast<std::byte*>(output.data()),
+                              std::vector<std::size_t>(inputs.size(), piece), sizeof(T),
                               reduce_function<T>(op));
       });
     });
-    output.copy_(flat.slice(rank() * output.numel(), output.numel()));
     if (op == ReduceOp::AVG) output /= static_cast<std::int64_t>(size());
   }
 
@@ -445,7 +475,8 @@ class ProcessGroupGloo : public ProcessGroup {
   void check_peer(int r, const char* what) const { backends::check_peer(r, rank(), size(), what); }
 
   std::shared_ptr<gloo::Context> context_;
-  std::unique_ptr<SyncMesh> mesh_;  // the synchronous mesh: small all_reduces and the ring
+  std::unique_ptr<SyncMesh> mesh_;    // the synchronous mesh: small all_reduces and the ring
+  std::vector<std::byte> workspace_;  // reduce_scatter's partial sums, from 3 ranks on
   std::chrono::milliseconds timeout_;
   std::uint64_t sequence_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <gloo/transport/pair.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace dist::backends {
 namespace {
@@ -15,27 +16,27 @@ namespace {
 // together: the pieces' for the mesh's life, the ring's for one call.
 constexpr int kPieceSlot = 1, kScratchSlot = 2, kGatherSlot = 3;
 
-// One ring step: the chunks of send [sb, se) go to the right while those of recv [rb, re) come
-// from the left, one chunk sent ahead of the one received; received(offset, length) runs once
-// each received chunk is in. Offsets are in bytes.
+// One ring step: the `sends` bytes of `out` go to the right while `recvs` bytes come from the
+// left into `in`, in chunks, one chunk sent ahead of the one received; received(offset, length)
+// runs once each received chunk is in. A chunk lands in `in` at its own offset, or at 0 when
+// `in` is reduce_scatter's one-chunk scratch.
 template <typename Received>
-void ring_step(gloo::transport::Buffer& out, std::size_t sb, std::size_t se,
-               gloo::transport::Buffer& in, std::size_t rb, std::size_t re, bool to_scratch,
-               Received&& received) {
+void ring_step(gloo::transport::Buffer& out, std::size_t sends, gloo::transport::Buffer& in,
+               std::size_t recvs, bool to_scratch, Received&& received) {
   const std::size_t chunk = SyncMesh::kChunk;
-  const std::size_t sends = (se - sb + chunk - 1) / chunk, recvs = (re - rb + chunk - 1) / chunk;
+  const std::size_t send_chunks = (sends + chunk - 1) / chunk;
+  const std::size_t recv_chunks = (recvs + chunk - 1) / chunk;
   const auto send = [&](std::size_t k) {
-    const std::size_t offset = sb + k * chunk, length = std::min(chunk, se - offset);
+    const std::size_t offset = k * chunk, length = std::min(chunk, sends - offset);
     out.send(offset, length, to_scratch ? 0 : offset);
     out.waitSend();  // synchronous: the bytes are in the socket already
   };
-  if (sends > 0) send(0);
-  for (std::size_t k = 0; k < std::max(sends, recvs); ++k) {
-    if (k + 1 < sends) send(k + 1);
-    if (k < recvs) {
+  if (send_chunks > 0) send(0);
+  for (std::size_t k = 0; k < std::max(send_chunks, recv_chunks); ++k) {
+    if (k + 1 < send_chunks) send(k + 1);
+    if (k < recv_chunks) {
       in.waitRecv();
-      const std::size_t offset = rb + k * chunk;
-      received(offset, std::min(chunk, re - offset));
+      received(k * chunk, std::min(chunk, recvs - k * chunk));
     }
   }
 }
@@ -73,34 +74,43 @@ void SyncMesh::exchange(std::size_t nbytes) {
   }
 }
 
-void SyncMesh::reduce_scatter(std::byte* data, std::size_t count, std::size_t element,
+void SyncMesh::reduce_scatter(const std::vector<const std::byte*>& in,
+                              const std::vector<std::byte*>& work, std::byte* out,
+                              const std::vector<std::size_t>& bytes, std::size_t element,
                               const Reduce& op) {
-  if (size_ == 1) return;
-  auto out = context_->getPair(right())->createSendBuffer(kScratchSlot, data, count * element);
-  auto in = context_->getPair(left())->createRecvBuffer(kScratchSlot, scratch_.data(), kChunk);
-  const auto bytes = [&](int s) { return segment_begin(count, segment(s)) * element; };
-  const auto end = [&](int s) { return segment_begin(count, segment(s) + 1) * element; };
-  // Step s sends segment rank-s-1 (reduced at step s-1) and reduces segment rank-s-2 into this
-  // rank's copy; after W-1 steps the last one reduced is segment `rank`, complete.
+  const auto at = [&](int s) { return static_cast<std::size_t>(segment(s)); };
+  if (size_ == 1) {
+    std::memmove(out, in[0], bytes[0]);
+    return;
+  }
+  auto& to_right = context_->getPair(right());
+  auto scratch = context_->getPair(left())->createRecvBuffer(kScratchSlot, scratch_.data(), kChunk);
+  // Step s sends segment rank-s-1 (this rank's own input at step 0, then the partial sum made at
+  // step s-1) and adds the left's partial sum of segment rank-s-2 to this rank's input for it.
+  // After W-1 steps the last segment summed is `rank`'s, complete: it goes to `out`.
   for (int s = 0; s < size_ - 1; ++s) {
-    const int send = rank_ - s - 1, recv = rank_ - s - 2;
-    ring_step(*out, bytes(send), end(send), *in, bytes(recv), end(recv),
-              /*to_scratch=*/true, [&](std::size_t offset, std::size_t length) {
-                op(data + offset, data + offset, scratch_.data(), length / element);
+    const std::size_t send = at(rank_ - s - 1), recv = at(rank_ - s - 2);
+    std::byte* from = s == 0 ? const_cast<std::byte*>(in[send]) : work[send];  // Gloo only reads
+    std::byte* to = s == size_ - 2 ? out : work[recv];
+    auto sending = to_right->createSendBuffer(kScratchSlot, from, bytes[send]);
+    ring_step(*sending, bytes[send], *scratch, bytes[recv], /*to_scratch=*/true,
+              [&](std::size_t offset, std::size_t length) {
+                op(to + offset, in[recv] + offset, scratch_.data(), length / element);
               });
   }
 }
 
-void SyncMesh::all_gather(std::byte* data, std::size_t count, std::size_t element) {
-  if (size_ == 1) return;
-  auto out = context_->getPair(right())->createSendBuffer(kGatherSlot, data, count * element);
-  auto in = context_->getPair(left())->createRecvBuffer(kGatherSlot, data, count * element);
-  const auto bytes = [&](int s) { return segment_begin(count, segment(s)) * element; };
-  const auto end = [&](int s) { return segment_begin(count, segment(s) + 1) * element; };
-  // Step s passes on segment rank-s (this rank's own at step 0, then what came from the left).
+void SyncMesh::all_gather(const std::vector<std::byte*>& segments,
+                          const std::vector<std::size_t>& bytes) {
+  const auto at = [&](int s) { return static_cast<std::size_t>(segment(s)); };
+  auto& to_right = context_->getPair(right());
+  auto& from_left = context_->getPair(left());
+  // Step s passes on segment rank-s: this rank's own at step 0, then what came from the left.
   for (int s = 0; s < size_ - 1; ++s) {
-    const int send = rank_ - s, recv = rank_ - s - 1;
-    ring_step(*out, bytes(send), end(send), *in, bytes(recv), end(recv), /*to_scratch=*/false,
+    const std::size_t send = at(rank_ - s), recv = at(rank_ - s - 1);
+    auto sending = to_right->createSendBuffer(kGatherSlot, segments[send], bytes[send]);
+    auto receiving = from_left->createRecvBuffer(kGatherSlot, segments[recv], bytes[recv]);
+    ring_step(*sending, bytes[send], *receiving, bytes[recv], /*to_scratch=*/false,
               [](std::size_t, std::size_t) {});
   }
 }

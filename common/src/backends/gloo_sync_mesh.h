@@ -53,16 +53,22 @@ class SyncMesh {
   // Sends the first `nbytes` of this rank's piece to every peer; receives each peer's.
   void exchange(std::size_t nbytes);
 
-  // The ring's segments of `count` elements: segment s is [begin(s), begin(s + 1)).
+  // The ring's W segments of a tensor of `count` elements: segment s starts at element
+  // segment_begin(count, s), and segment_begin(count, W) == count.
   std::size_t segment_begin(std::size_t count, int s) const {
     return count * static_cast<std::size_t>(s) / static_cast<std::size_t>(size_);
   }
 
-  // In place on data[0, count): afterwards segment `rank` holds the reduction over all ranks
-  // of that segment. The other segments hold partial results.
-  void reduce_scatter(std::byte* data, std::size_t count, std::size_t element, const Reduce& op);
-  // In place on data[0, count): segment `r` of every rank becomes rank r's segment r.
-  void all_gather(std::byte* data, std::size_t count, std::size_t element);
+  // The first half of the ring. in[s] is this rank's contribution to segment s (bytes[s] bytes,
+  // the same sizes on every rank); afterwards `out` holds the reduction over all ranks of segment
+  // `rank`. Partial results of the other segments go to work[s], which may be in[s] (in place);
+  // at 2 ranks no work segment is used.
+  void reduce_scatter(const std::vector<const std::byte*>& in, const std::vector<std::byte*>& work,
+                      std::byte* out, const std::vector<std::size_t>& bytes, std::size_t element,
+                      const Reduce& op);
+  // The second half: segments[rank] holds this rank's part; afterwards segments[r] holds rank
+  // r's, on every rank.
+  void all_gather(const std::vector<std::byte*>& segments, const std::vector<std::size_t>& bytes);
 
  private:
   int right() const { return (rank_ + 1) % size_; }
