@@ -2,14 +2,15 @@
 """Runs every benchmark beside its PyTorch counterpart, in one invocation, and writes a report.
 
     bench/run.py --bin build/release/bin --out build/bench        (what ./tutorial bench runs)
-    bench/run.py --quick ...                                      sizes to 1 MiB, 1 init run each
+    bench/run.py --quick ...                                      sizes to 1 MiB, 1 run of each
 
 What it runs, in this order (each program checks its own results; a wrong result fails the run):
   1. bench_loopback: one byte there and back on 127.0.0.1, the floor for small messages
   2. bench_init and bench/torch_init.py: launch to an initialised 2-rank group, median of --repeat
-  3. bench_collectives and bench/torch_collectives.py at each --worlds size: the nccl-tests rows
+  3. bench_collectives and bench/torch_collectives.py at each --worlds size: the nccl-tests rows,
+     --sweeps times each, alternating; a row keeps its best time
   4. chapters 08 and 09 and their twins, as taught (default flags) plus --throughput, at 1 and 2
-     ranks: the training steps' samples/s
+     ranks: the training steps' samples/s, the best of --sweeps runs each, alternating
 Then OUT/report.md (tables with our/PyTorch ratios and the targets of bench/README.md), and, when
 gnuplot is installed, OUT/busbw_<op>.png and OUT/latency_<op>.png. Raw rows: OUT/*.json.
 
@@ -69,18 +70,30 @@ def init_times(args):
 
 
 def collectives(args):
-    rows = []
+    """Every row is the best of --sweeps sweeps, the two sides alternating, so that a noisy minute
+    on this shared machine hits both sides alike; #wrong adds up over all sweeps."""
+    best = {}
     for world in args.worlds:
-        for impl, program in (("dist", [os.path.join(args.bin, "bench_collectives")]),
-                              ("torch", [PYTHON, os.path.join(ROOT, "bench", "torch_collectives.py")])):
-            path = os.path.join(args.out, f"collectives_{impl}_w{world}.json")
-            run(launch(args, world, program + ["--max-mib", str(args.max_mib), "--json", path]))
-            with open(path) as f:
-                rows += [json.loads(line) for line in f]
-    return rows
+        for sweep in range(args.sweeps):
+            for impl, program in (("dist", [os.path.join(args.bin, "bench_collectives")]),
+                                  ("torch", [PYTHON, os.path.join(ROOT, "bench", "torch_collectives.py")])):
+                path = os.path.join(args.out, f"collectives_{impl}_w{world}_sweep{sweep + 1}.json")
+                run(launch(args, world, program + ["--max-mib", str(args.max_mib), "--json", path]))
+                with open(path) as f:
+                    for row in (json.loads(line) for line in f):
+                        key = (row["impl"], row["op"], row["world"], row["bytes"])
+                        if key in best:
+                            wrong = best[key]["wrong"] + row["wrong"]
+                            if row["time_us"] < best[key]["time_us"]:
+                                best[key] = row
+                            best[key]["wrong"] = wrong
+                        else:
+                            best[key] = row
+    return list(best.values())
 
 
 def throughput(args):
+    """Samples/s of each chapter and twin: the best of --sweeps runs, the two sides alternating."""
     chapters = {
         "08": (os.path.join(args.bin, "ch08_ddp_linear"), "chapters/08_ddp_linear/twin.py", []),
         "09": (os.path.join(args.bin, "ch09_ddp_classifier"), "chapters/09_ddp_classifier/twin.py", []),
@@ -88,10 +101,14 @@ def throughput(args):
     result = []
     for chapter, (program, twin, extra) in chapters.items():
         for world in (1, 2):
-            for impl, cmd in (("dist", [program]), ("torch", [PYTHON, os.path.join(ROOT, twin)])):
-                out = run(launch(args, world, cmd + extra + ["--throughput"]))
-                rate = float(re.search(r"throughput: ([\d.]+) samples/s", out).group(1))
-                result.append({"chapter": chapter, "world": world, "impl": impl, "samples_per_s": rate})
+            rates = {"dist": [], "torch": []}
+            for _ in range(args.sweeps):
+                for impl, cmd in (("dist", [program]), ("torch", [PYTHON, os.path.join(ROOT, twin)])):
+                    out = run(launch(args, world, cmd + extra + ["--throughput"]))
+                    rates[impl].append(float(re.search(r"throughput: ([\d.]+) samples/s", out).group(1)))
+            for impl, values in rates.items():
+                result.append({"chapter": chapter, "world": world, "impl": impl,
+                               "samples_per_s": max(values), "runs": values})
     return result
 
 
@@ -112,7 +129,8 @@ def report(args, rtt, init, rows, speed):
              f"Machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; sizes up to "
              f"{args.max_mib} MiB; every row checked (#wrong = 0). `dist` is this project (Gloo "
              "underneath), `torch` PyTorch's gloo backend; ratio = dist / torch. Lower time and "
-             "higher bandwidth are better.", ""]
+             f"higher bandwidth are better. Each collective row and training rate is the best of "
+             f"{args.sweeps} sweep(s), the two sides alternating.", ""]
     # ---- the targets
     small = [by[("dist", "all_reduce", 2, b)]["time_us"] / by[("torch", "all_reduce", 2, b)]["time_us"]
              for b in (4, 64, 1024, 4096) if ("dist", "all_reduce", 2, b) in by]
@@ -221,11 +239,17 @@ def main():
     p.add_argument("--max-mib", type=int, default=256)
     p.add_argument("--worlds", default="2,4", help="world sizes for the collectives (default 2,4)")
     p.add_argument("--repeat", type=int, default=5, help="init runs per implementation (median)")
-    p.add_argument("--quick", action="store_true", help="sizes to 1 MiB and 1 init run: a smoke test")
+    p.add_argument("--sweeps", type=int, default=2,
+                   help="sweeps of the collectives and training runs per side, alternating; "
+                        "each row keeps its best (default 2)")
+    p.add_argument("--quick", action="store_true",
+                   help="sizes to 1 MiB, 1 init run and 1 sweep: a smoke test")
     args = p.parse_args()
     args.worlds = [int(w) for w in args.worlds.split(",")]
     if args.quick:
-        args.max_mib, args.repeat = 1, 1
+        args.max_mib, args.repeat, args.sweeps = 1, 1, 1
+    if args.sweeps < 1 or args.repeat < 1:
+        sys.exit("bench: --sweeps and --repeat must be at least 1")
     if not os.path.exists(os.path.join(args.bin, "bench_collectives")):
         sys.exit(f"bench: no bench_collectives in {args.bin}: build first "
                  "(cmake --workflow --preset release, or ./tutorial bench)")
