@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "backends/choice.h"
+#include "backends/common.h"
 #include "backends/gloo.h"
 #include "backends/nccl.h"
 #include "dist/check.h"
@@ -306,8 +307,9 @@ struct Group {
   std::shared_ptr<PrefixStore> store;  // this group generation's key space
   std::unique_ptr<ProcessGroup> pg;
   DistInfo info;
-  Resolved resolved;      // how init resolved this rank's settings, for new_group()
-  int next_subgroup = 0;  // new_group() calls so far: every rank counts the same
+  Resolved resolved;       // how init resolved this rank's settings, for new_group()
+  int next_subgroup = 0;   // new_group() calls so far: every rank counts the same
+  int next_monitored = 0;  // monitored_barrier() calls so far
 };
 
 std::mutex g_mu;
@@ -523,6 +525,81 @@ void barrier() {
 }
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   default_group().all_gather(outputs, input);
+}
+
+void monitored_barrier(std::chrono::milliseconds timeout) {
+  timeout = Store::checked_timeout(timeout);
+  const auto verdict_wait = std::min<std::chrono::milliseconds>(2 * timeout, kMaxTimeout);
+  std::shared_ptr<PrefixStore> store;
+  int rank = 0, world = 1, call = 0;
+  {
+    std::lock_guard lock(g_mu);
+    Group& g = current();
+    store = g.store;
+    rank = g.info.rank;
+    world = g.info.world_size;
+    call = ++g.next_monitored;
+  }
+  const std::string name = "monitored_barrier #" + std::to_string(call);
+  const std::string prefix = "monitored_barrier/" + std::to_string(call) + "/";
+  const auto arrived = [&](int r) { return prefix + std::to_string(r); };
+  const std::string verdict_key = prefix + "verdict";
+  std::string verdict;
+  if (rank == 0) {
+    const auto deadline = Clock::now() + timeout;
+    std::vector<int> missing;
+    for (int r = 1; r < world; ++r) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() > 0) {
+        try {
+          store->wait({arrived(r)}, left);
+          continue;
+        } catch (const TimeoutError&) {
+        }
+      }
+      if (!store->check({arrived(r)})) missing.push_back(r);
+    }
+    std::string names;
+    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    verdict = missing.empty() ? "ok"
+                              : std::string(missing.size() == 1 ? "rank " : "ranks ") + names +
+                                    " did not arrive within " + backends::seconds(timeout);
+    store->set(verdict_key, verdict);
+    if (!missing.empty()) {
+      // Rank 0 hosts the store: keep it up a while (up to `timeout` more) for the ranks that come
+      // late to read the verdict too, rather than find the store gone.
+      std::vector<std::string> seen;
+      for (int r = 1; r < world; ++r) seen.push_back(prefix + "seen/" + std::to_string(r));
+      try {
+        store->wait(seen, timeout);
+      } catch (const TimeoutError&) {
+      }
+    }
+  } else {
+    store->set(arrived(rank), "");
+    try {
+      store->wait({verdict_key}, verdict_wait);
+    } catch (const TimeoutError&) {
+      throw TimeoutError(name + " on rank " + std::to_string(rank) +
+                         ": rank 0, which checks the barrier, gave no verdict within " +
+                         backends::seconds(verdict_wait) +
+                         ": rank 0 did not reach it (it is stuck, or skipped it)");
+    }
+    verdict = store->get(verdict_key);
+    if (verdict != "ok") {
+      try {  // rank 0 may be gone by the time the store answers: the verdict is what matters
+        store->set(prefix + "seen/" + std::to_string(rank), "");
+      } catch (const Error&) {
+      }
+    }
+  }
+  if (verdict != "ok") {
+    throw TimeoutError(name + " on rank " + std::to_string(rank) + ": " + verdict +
+                       " (rank 0 waited for every rank). Look at what those ranks were doing: "
+                       "a collective that only some ranks call, or a rank stuck or slower than "
+                       "the timeout.");
+  }
 }
 void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
   default_group().reduce_scatter(output, inputs, op);

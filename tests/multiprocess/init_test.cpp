@@ -537,6 +537,69 @@ TEST(AfterInit, AllGathersAndReduceScattersOfDifferentSizesStopEveryRankNamingEa
   }
 }
 
+TEST(MonitoredBarrier, PassesWhenEveryRankComes) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(
+      3,
+      [&](int rank) {
+        set_launcher_env(rank, 3, port);
+        dist::init_process_group({.timeout = 10s});
+        for (int i = 0; i < 3; ++i) dist::monitored_barrier(5s);
+        std::cout << "passed\n";
+        dist::destroy_process_group();
+        return 0;
+      },
+      60s);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << describe(results);
+    EXPECT_TRUE(contains(r.output, "passed")) << describe(results);
+  }
+}
+
+TEST(MonitoredBarrier, NamesEveryRankThatDidNotCome) {
+  // Ranks 1 and 2 come 3 s late: rank 0 gives up after 2 s and names both; ranks 0 and 3, and
+  // the late ranks when they come (within another 2 s), all stop with that verdict.
+  const int port = dist::testing::free_port();
+  const auto start = Clock::now();
+  auto results = run_ranks(
+      4,
+      [&](int rank) {
+        set_launcher_env(rank, 4, port);
+        dist::init_process_group({.timeout = 20s});
+        if (rank == 1 || rank == 2) std::this_thread::sleep_for(3s);
+        dist::monitored_barrier(2s);
+        return 0;
+      },
+      60s);
+  EXPECT_LT(Clock::now() - start, 15s);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 1) << describe(results);
+    EXPECT_TRUE(contains(r.output, "monitored_barrier #1") &&
+                contains(r.output, "ranks 1, 2 did not arrive within 2 s"))
+        << describe(results);
+  }
+}
+
+TEST(MonitoredBarrier, NamesRankZeroWhenItIsTheOneMissing) {
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(
+      2,
+      [&](int rank) {
+        set_launcher_env(rank, 2, port);
+        dist::init_process_group({.timeout = 20s});
+        if (rank == 0) {
+          std::this_thread::sleep_for(4s);  // stays alive (it hosts the store) but never comes
+          return 0;
+        }
+        dist::monitored_barrier(1s);
+        return 0;
+      },
+      60s);
+  EXPECT_EQ(results[1].exit_code, 1) << describe(results);
+  EXPECT_TRUE(contains(results[1].output, "rank 0, which checks the barrier, gave no verdict"))
+      << describe(results);
+}
+
 TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {
   const int port = dist::testing::free_port();
   auto results = run_ranks(1, [&](int) {

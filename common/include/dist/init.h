@@ -92,6 +92,15 @@ ProcessGroup& default_group();
 void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
 void broadcast(Tensor& tensor, int src);
 void barrier();
+// torch.distributed.monitored_barrier: a barrier that says who is missing. Every rank reports to
+// rank 0 through the store; rank 0 waits up to `timeout` for all of them and then gives every rank
+// its verdict. When some ranks did not come, every rank that did throws a dist::TimeoutError
+// naming the missing ranks (all of them, not only the first, as torch's wait_all_ranks=True), and
+// so does a late rank that comes within another `timeout` (rank 0 keeps the store up that long).
+// The other ranks wait up to twice `timeout` for rank 0's verdict; if none comes, they name
+// rank 0. Slower than barrier() (a store round trip per rank): a debugging
+// aid, to find the rank that skipped a collective or is stuck. Works on every backend.
+void monitored_barrier(std::chrono::milliseconds timeout);
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input);
 void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM);
 void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst = 0);
