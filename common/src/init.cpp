@@ -28,6 +28,7 @@
 #include "backends/common.h"
 #include "backends/gloo.h"
 #include "backends/nccl.h"
+#include "debug_group.h"
 #include "dist/check.h"
 #include "dist/env.h"
 #include "dist/log.h"
@@ -307,9 +308,10 @@ struct Group {
   std::shared_ptr<PrefixStore> store;  // this group generation's key space
   std::unique_ptr<ProcessGroup> pg;
   DistInfo info;
-  Resolved resolved;       // how init resolved this rank's settings, for new_group()
-  int next_subgroup = 0;   // new_group() calls so far: every rank counts the same
-  int next_monitored = 0;  // monitored_barrier() calls so far
+  Resolved resolved;                    // how init resolved this rank's settings, for new_group()
+  int next_subgroup = 0;                // new_group() calls so far: every rank counts the same
+  int next_monitored = 0;               // monitored_barrier() calls so far
+  DebugLevel debug = DebugLevel::kOff;  // DIST_DEBUG, read once by init
 };
 
 std::mutex g_mu;
@@ -406,6 +408,7 @@ void init_process_group(const InitOptions& options) {
   std::set_terminate(report_fatal);
 
   auto group = std::make_unique<Group>();
+  group->debug = debug_level_from_env();  // a bad value stops us before we connect anywhere
   group->base = open_store(r, session_id(options.group_name, generation), options.timeout);
   try {
     group->store = std::make_shared<PrefixStore>(
@@ -433,6 +436,10 @@ void init_process_group(const InitOptions& options) {
     } else {
       group->pg = backends::make_gloo_group(r.rank, r.world_size, backend_store,
                                             gloo_options(r, options.timeout, left));
+    }
+    if (group->debug == DebugLevel::kDetail) {
+      group->pg = make_debug_group(std::move(group->pg),
+                                   std::make_shared<PrefixStore>("debug", group->store));
     }
   } catch (const Error&) {
     // Rank 0 hosts the store: give the other ranks a moment to read why the job cannot start
@@ -623,9 +630,11 @@ std::unique_ptr<ProcessGroup> new_group() {
   std::string backend;
   std::chrono::milliseconds timeout{};
   int id = 0;
+  DebugLevel debug = DebugLevel::kOff;
   {
     std::lock_guard lock(g_mu);
     Group& g = current();
+    debug = g.debug;
     store = g.store;
     r = g.resolved;
     backend = g.info.backend;
@@ -634,16 +643,23 @@ std::unique_ptr<ProcessGroup> new_group() {
   }
   // The same rendezvous store, under a key space of its own: the new group's connections never
   // meet the default group's. Connecting waits for every rank, up to the group's timeout.
-  PrefixStore sub("subgroup/" + std::to_string(id) + "/" + backend, store);
+  const std::string name = "subgroup/" + std::to_string(id) + "/";
+  PrefixStore sub(name + backend, store);
   sub.set_timeout(timeout);
+  std::unique_ptr<ProcessGroup> pg;
   if (backend == "nccl") {
     backends::NcclOptions nccl;
     nccl.device = r.local_rank;
     nccl.timeout = timeout;
     nccl.connect_timeout = timeout;
-    return backends::make_nccl_group(r.rank, r.world_size, sub, nccl);
+    pg = backends::make_nccl_group(r.rank, r.world_size, sub, nccl);
+  } else {
+    pg = backends::make_gloo_group(r.rank, r.world_size, sub, gloo_options(r, timeout, timeout));
   }
-  return backends::make_gloo_group(r.rank, r.world_size, sub, gloo_options(r, timeout, timeout));
+  if (debug == DebugLevel::kDetail) {
+    pg = make_debug_group(std::move(pg), std::make_shared<PrefixStore>(name + "debug", store));
+  }
+  return pg;
 }
 
 bool all_ranks_ok(bool mine) {
