@@ -537,6 +537,57 @@ TEST(AfterInit, AllGathersAndReduceScattersOfDifferentSizesStopEveryRankNamingEa
   }
 }
 
+TEST(AfterInit, ARankThatCatchesTheErrorStillLetsItsPeersFailFast) {
+  // Rank 1 dies in the middle of a ring all_reduce. Its neighbours notice first; they catch the
+  // error and linger, as a program that saves a checkpoint before exiting would. Rank 3 waits
+  // only on rank 2: it fails within seconds, not at the 30 s timeout, because rank 2's group
+  // closes its connections on the error. Afterwards the group refuses calls, naming that error.
+  const int port = dist::testing::free_port();
+  auto results = run_ranks(
+      4,
+      [&](int rank) {
+        set_launcher_env(rank, 4, port);
+        dist::init_process_group({.timeout = 30s});
+        auto t = dist::zeros(std::int64_t{32} << 20);  // 128 MiB: a ring of a few hundred ms
+        dist::barrier();
+        if (rank == 1) {
+          std::thread([] {
+            std::this_thread::sleep_for(80ms);
+            ::_exit(3);
+          }).detach();
+        }
+        const auto start = Clock::now();
+        try {
+          dist::all_reduce(t);
+        } catch (const dist::Error& e) {
+          const auto ms =
+              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+          std::cout << "failed after " << ms << " ms\n";
+          try {
+            dist::barrier();
+          } catch (const dist::Error& again) {
+            std::cout << again.what() << "\n";
+          }
+          std::this_thread::sleep_for(8s);  // lingers, its connections closed
+          return 5;
+        }
+        return 0;
+      },
+      90s);
+  EXPECT_EQ(results[1].exit_code, 3) << describe(results);
+  for (int r : {0, 2, 3}) {
+    const auto& result = results[static_cast<std::size_t>(r)];
+    EXPECT_EQ(result.exit_code, 5) << describe(results);
+    const auto at = result.output.find("failed after ");
+    ASSERT_NE(at, std::string::npos) << describe(results);
+    EXPECT_LT(std::stol(result.output.substr(at + 13)), 5000) << describe(results);
+    EXPECT_TRUE(contains(result.output, "barrier on rank " + std::to_string(r) +
+                                            ": this process group was closed after an earlier "
+                                            "error (all_reduce #2"))
+        << describe(results);
+  }
+}
+
 TEST(MonitoredBarrier, PassesWhenEveryRankComes) {
   const int port = dist::testing::free_port();
   auto results = run_ranks(

@@ -442,6 +442,31 @@ class ProcessGroupGloo : public ProcessGroup {
   template <typename Fn>
   void run(const char* name, const std::string& what, Fn&& fn, bool collective = true) {
     const std::uint64_t seq = collective ? ++sequence_ : sequence_;
+    if (!closed_.empty()) {
+      throw Error(std::string(name) + " on rank " + std::to_string(rank()) +
+                  ": this process group was closed after an earlier error (" + closed_ +
+                  "); start again with destroy_process_group() and init_process_group()");
+    }
+    try {
+      run_checked(name, what, fn, collective, seq);
+    } catch (const Error& e) {
+      close(e.what());
+      throw;
+    }
+  }
+
+  // Closes every connection after the first error, so that peers waiting on this rank fail at
+  // once instead of at their timeout, even when the program catches the error and goes on. The
+  // streams may be half-way through a message by now: the group cannot be used again.
+  void close(const std::string& reason) {
+    closed_ = reason.substr(0, reason.find(". "));
+    context_->closeConnections();
+    mesh_->close();
+  }
+
+  template <typename Fn>
+  void run_checked(const char* name, const std::string& what, Fn& fn, bool collective,
+                   std::uint64_t seq) {
     with_gloo_errors(
         [&] { fn(static_cast<std::uint32_t>(seq)); },
         [&](const std::string& detail) {
@@ -479,6 +504,7 @@ class ProcessGroupGloo : public ProcessGroup {
   std::vector<std::byte> workspace_;  // reduce_scatter's partial sums, from 3 ranks on
   std::chrono::milliseconds timeout_;
   std::uint64_t sequence_ = 0;
+  std::string closed_;  // why the group was closed; empty while it is usable
 };
 
 }  // namespace

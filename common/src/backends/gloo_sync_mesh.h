@@ -52,6 +52,8 @@ class SyncMesh {
   }
   // Sends the first `nbytes` of this rank's piece to every peer; receives each peer's.
   void exchange(std::size_t nbytes);
+  // Closes every connection: peers waiting on this rank fail at once.
+  void close() { context_->closeConnections(); }
 
   // The ring's W segments of a tensor of `count` elements: segment s starts at element
   // segment_begin(count, s), and segment_begin(count, W) == count.
