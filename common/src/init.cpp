@@ -341,6 +341,7 @@ std::shared_ptr<Store> open_store(const Resolved& r, std::uint64_t session,
   o.is_server = r.rank == 0;
   o.timeout = timeout;
   o.session = session;
+  o.token = env_value("DIST_STORE_TOKEN").value_or("");
   return std::make_shared<TCPStore>(o);
 }
 

@@ -293,6 +293,31 @@ TEST(Ddprun, GivesEachOfFourRanksItsRankAndTheSharedWorldSize) {
   EXPECT_EQ(count_of(r.err, "ddprun:"), 2) << "success should be quiet:\n" << r.err;
 }
 
+TEST(Ddprun, GivesAOneMachineJobAStoreTokenOfItsOwn) {
+  const auto tokens = [](const Result& r) {
+    std::vector<std::string> all;
+    for (const Probe& p : probes_in(r.out)) all.push_back(p["DIST_STORE_TOKEN"]);
+    return all;
+  };
+  const Result first = run_ddprun({"--nproc-per-node", "2", PROBE_PATH});
+  const Result second = run_ddprun({"--nproc-per-node", "2", PROBE_PATH});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto a = tokens(first), b = tokens(second);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(a[0].size(), 32u) << a[0];
+  EXPECT_EQ(a[0].find_first_not_of("0123456789abcdef"), std::string::npos) << a[0];
+  EXPECT_EQ(a[0], a[1]) << "every rank of a job has the same token";
+  EXPECT_EQ(b[0], b[1]);
+  EXPECT_NE(a[0], b[0]) << "each job a fresh one";
+  // An exported token is kept; on several machines ddprun makes none (the nodes must agree).
+  const Result kept = run_ddprun({"--nproc-per-node", "2", PROBE_PATH}, {"DIST_STORE_TOKEN=ours"});
+  EXPECT_EQ(tokens(kept), (std::vector<std::string>{"ours", "ours"}));
+  const Result nodes = run_ddprun({"--nnodes", "2", "--node-rank", "1", PROBE_PATH});
+  EXPECT_EQ(tokens(nodes), (std::vector<std::string>{"<unset>"}));
+}
+
 TEST(Ddprun, StartsOneRankByDefaultAndLeavesItsThreadsAlone) {
   const Result r = run_ddprun({PROBE_PATH});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -637,6 +662,7 @@ TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
                                    "TORCHELASTIC_RUN_ID",
                                    "OMP_NUM_THREADS",
                                    "DIST_LAUNCHER",
+                                   "DIST_STORE_TOKEN",
                                    "Exit codes"}) {
       EXPECT_TRUE(contains(r.out, part)) << "--help does not mention " << part;
     }

@@ -24,6 +24,7 @@ namespace {
 constexpr auto kFailureDelay = std::chrono::milliseconds(100);
 
 const char* const kVariables[] = {
+    "DIST_STORE_TOKEN",
     "RANK",
     "LOCAL_RANK",
     "WORLD_SIZE",

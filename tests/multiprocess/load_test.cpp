@@ -120,8 +120,7 @@ TEST(Load, TheStoreKeepsEveryOperationAtAThousandASecondForThirtySeconds) {
       },
       200s);
   for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
-  EXPECT_TRUE(contains(results[0].output, "adds 7500 of 7500, bad values 0"))
-      << describe(results);
+  EXPECT_TRUE(contains(results[0].output, "adds 7500 of 7500, bad values 0")) << describe(results);
 }
 
 }  // namespace

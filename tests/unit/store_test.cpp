@@ -2,6 +2,7 @@
 // TCP server survives clients that misbehave.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -260,22 +261,111 @@ int raw_connect(int port) {
   return fd;
 }
 
-std::string hello_frame(std::uint64_t session) {
+std::string hello_frame(std::uint64_t session, const std::string& token = "") {
   return dist::wire::Writer(static_cast<std::uint8_t>(dist::wire::Op::kHello))
       .field(dist::wire::kMagic)
       .field(dist::wire::encode_u64(session))
+      .field(token)
       .finish();
 }
 
-// Reads until the server closes the connection (or 5 s pass).
-std::string read_until_closed(int fd) {
-  timeval tv{5, 0};
+// Reads until the server closes the connection (or `seconds` pass without a byte).
+std::string read_until_closed(int fd, int seconds = 5) {
+  timeval tv{seconds, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   std::string all;
   char buf[256];
   ssize_t n;
   while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) all.append(buf, static_cast<std::size_t>(n));
   return all;
+}
+
+TEST(TCPStoreToken, OnlyClientsWithTheJobsTokenJoin) {
+  TCPStore::Options o = server_options();
+  o.token = "0123456789abcdef";
+  TCPStore server(o);
+  server.set("secret", "value");
+  TCPStore::Options same = client_options(server.port(), 5s);
+  same.token = o.token;
+  TCPStore friendly(same);
+  EXPECT_EQ(friendly.get("secret"), "value");
+  // No token, or another one: turned away at the handshake, at once (not after the timeout),
+  // with a message that names the variable.
+  for (const std::string token : {"", "0123456789abcdeX", "0123456789abcdef0"}) {
+    TCPStore::Options other = client_options(server.port(), 30s);
+    other.token = token;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      TCPStore stranger(other);
+      ADD_FAILURE() << "a client with token '" << token << "' joined";
+    } catch (const dist::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("DIST_STORE_TOKEN"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  }
+  EXPECT_EQ(friendly.get("secret"), "value");  // the server is unharmed
+}
+
+TEST(TCPStoreToken, ARawConnectionWithoutTheTokenCannotReadAKey) {
+  TCPStore::Options o = server_options();
+  o.token = "right";
+  TCPStore server(o);
+  server.set("secret", "value");
+  // A well-formed get right behind the hello: with the right token it would be answered.
+  const std::string get = dist::wire::Writer(static_cast<std::uint8_t>(dist::wire::Op::kGet))
+                              .field("1000")
+                              .field("secret")
+                              .finish();
+  for (const std::string token : {"right", "wrong"}) {
+    const int fd = raw_connect(server.port());
+    const std::string hello = hello_frame(42, token);
+    ::send(fd, hello.data(), hello.size(), 0);
+    ::send(fd, get.data(), get.size(), 0);
+    // The wrong token: the server closes at once. The right one: it answers and waits for more.
+    const std::string reply = read_until_closed(fd, token == "right" ? 1 : 5);
+    ::close(fd);
+    EXPECT_EQ(reply.find("value") != std::string::npos, token == "right") << token;
+    EXPECT_EQ(reply.find("DIST_STORE_TOKEN") != std::string::npos, token == "wrong") << token;
+  }
+}
+
+// This machine's first IPv4 address that is not loopback, or "" if it has none.
+std::string non_loopback_ipv4() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    const auto* a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text) != nullptr) found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+TEST(TCPStore, ALoopbackMasterAddressListensOnLoopbackOnly) {
+  // MASTER_ADDR=127.0.0.1 means one machine: other machines must not reach the store at all.
+  const std::string outside = non_loopback_ipv4();
+  if (outside.empty()) GTEST_SKIP() << "this machine has no IPv4 address besides loopback";
+  TCPStore server(server_options());  // host 127.0.0.1
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  ::inet_pton(AF_INET, outside.c_str(), &addr.sin_addr);
+  EXPECT_NE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << "the store answered on " << outside;
+  ::close(fd);
+  const int inside = raw_connect(server.port());  // and on loopback it does
+  ::close(inside);
+}
+
+TEST(TCPStoreToken, ATokenOverTheLimitIsAConfigError) {
+  TCPStore::Options o = server_options();
+  o.token = std::string(dist::kMaxStoreTokenBytes + 1, 'x');
+  EXPECT_THROW(TCPStore server(o), dist::ConfigError);
 }
 
 TEST(TCPStoreHardening, AnOversizedFrameClosesOnlyThatConnection) {

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ Variables rank_variables(const Options& o, int local_rank) {
       {"DIST_LAUNCHER", "ddprun"},
   };
   if (sets_omp_num_threads(o)) vars.emplace_back("OMP_NUM_THREADS", "1");
+  if (!o.store_token.empty()) vars.emplace_back("DIST_STORE_TOKEN", o.store_token);
   return vars;
 }
 
@@ -175,6 +177,24 @@ int pick_free_port() {
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+std::string new_store_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::system_error(errno, std::generic_category(), "getrandom");
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
 }
 
 bool sets_omp_num_threads(const Options& options) {

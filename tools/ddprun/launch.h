@@ -33,6 +33,9 @@ struct Launch {
 // Asks the kernel for a free TCP port on 127.0.0.1 (for --standalone). Throws std::system_error.
 int pick_free_port();
 
+// 32 hex digits from the kernel's random source: the job's DIST_STORE_TOKEN.
+std::string new_store_token();
+
 // True when ddprun sets OMP_NUM_THREADS=1 for the ranks (torchrun's rule).
 bool sets_omp_num_threads(const Options& options);
 

@@ -85,6 +85,19 @@ int main(int argc, char** argv) {
     }
   }
 
+  // A job on one machine gets a store token of its own, so that no other process can join its
+  // rendezvous or read its keys. On several machines every node's ranks need the same token,
+  // which one ddprun cannot invent for the others: export DIST_STORE_TOKEN on each node.
+  const char* token = std::getenv("DIST_STORE_TOKEN");
+  if (options.nnodes == 1 && (token == nullptr || *token == '\0')) {
+    try {
+      options.store_token = ddprun::new_store_token();
+    } catch (const std::system_error& e) {
+      ddprun::say("error: could not make a store token: " + std::string(e.what()));
+      return ddprun::kExitCannotStart;
+    }
+  }
+
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
 

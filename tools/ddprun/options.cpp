@@ -239,6 +239,9 @@ Each rank gets the rest of ddprun's environment, plus:
   OMP_NUM_THREADS=1   only with more than one rank per machine, and only when it is unset
                       (a notice says so): N ranks with N threads each would oversubscribe
   DIST_LAUNCHER=ddprun
+  DIST_STORE_TOKEN    with --nnodes 1 and DIST_STORE_TOKEN unset: a fresh random token, so
+                      only this job's ranks can join its rendezvous store; with several
+                      nodes, export the same DIST_STORE_TOKEN on every node yourself
 
 When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SIGTERM to the
 ranks still running, SIGKILL to any still running after the grace period, prints a summary of

@@ -24,6 +24,7 @@ struct Options {
   bool local_rank_arg = false;
   double grace_period_s = 3.0;
   std::vector<std::string> program;  // PROGRAM, then its own arguments
+  std::string store_token;           // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
 };
 
 // A command line ddprun refuses. what() names the flag and the value; hint() says what to do.

@@ -9,8 +9,11 @@
 // Every blocking call has a deadline: `get` and `wait` throw dist::TimeoutError naming the keys
 // they waited for. A client that starts before the server retries until its deadline.
 //
-// What it leaves out: authentication (any process that can reach the port can use the store; bind
-// it to a private network) and persistence across restarts of rank 0.
+// Who may use it: with a local MASTER_ADDR (127.x, localhost) the server listens on loopback only.
+// With DIST_STORE_TOKEN set (ddprun sets a fresh one for every one-machine job), a client must
+// present the same token to join: other processes that reach the port are turned away before they
+// can set or read a key. The token travels in the clear: on a network you do not trust, use a
+// private one. What it leaves out: encryption, and persistence across restarts of rank 0.
 //
 // Taught in: chapter 02 (init methods) and chapter 03 (two programs).
 #pragma once
@@ -30,6 +33,7 @@ using Millis = std::chrono::milliseconds;
 inline constexpr std::chrono::milliseconds kMaxTimeout = std::chrono::hours(24 * 7);
 
 inline constexpr std::size_t kMaxStoreKeyBytes = 4096;                 // longer keys are refused
+inline constexpr std::size_t kMaxStoreTokenBytes = 256;                // DIST_STORE_TOKEN
 inline constexpr std::size_t kMaxStoreValueBytes = 64u * 1024 * 1024;  // larger values are refused
 
 class Store {
@@ -84,6 +88,10 @@ class TCPStore : public Store {
     bool is_server = false;
     Millis timeout{std::chrono::seconds(60)};
     std::uint64_t session = 0;
+    // The job's shared secret (DIST_STORE_TOKEN). A server with a token turns away, at the
+    // handshake, every client that does not present the same one: it can neither join nor read
+    // a key. Empty: no token asked. At most kMaxStoreTokenBytes.
+    std::string token;
   };
   explicit TCPStore(const Options& options);
   ~TCPStore() override;

@@ -66,8 +66,10 @@ bool parse_i64(const std::string& text, std::int64_t& out) {
 // ---------------------------------------------------------------------------------------------
 class TCPStore::Server {
  public:
-  Server(const std::string& host, int port, std::uint64_t session)
-      : listener_(net::listen_on(host, port)), session_(wire::encode_u64(session)) {
+  Server(const std::string& host, int port, std::uint64_t session, std::string token)
+      : listener_(net::listen_on(host, port)),
+        session_(wire::encode_u64(session)),
+        token_(std::move(token)) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("pipe2() failed");
     wake_read_ = net::Fd(fds[0]);
@@ -242,10 +244,15 @@ class TCPStore::Server {
   }
 
   bool handle_hello(Conn& c, const wire::Message& m) {
-    if (m.head != static_cast<std::uint8_t>(Op::kHello) || m.fields.size() != 2 ||
+    if (m.head != static_cast<std::uint8_t>(Op::kHello) || m.fields.size() != 3 ||
         m.fields[0] != wire::kMagic) {
       c.out += reply(Status::kError, {"not a dist store client"});
       return false;
+    }
+    if (!token_.empty() && !same_token(m.fields[2])) {
+      c.out += reply(Status::kWrongToken, {"this store asks for another DIST_STORE_TOKEN"});
+      c.closing = true;
+      return true;
     }
     if (m.fields[1] != session_) {
       c.out += reply(Status::kWrongSession, {"this store serves another generation of the job"});
@@ -260,6 +267,16 @@ class TCPStore::Server {
     }
     c.out += reply(Status::kOk);
     return true;
+  }
+
+  // Compares every byte whatever the first difference, so the time taken says nothing about how
+  // much of a guessed token was right.
+  bool same_token(const std::string& theirs) const {
+    unsigned char diff = theirs.size() == token_.size() ? 0 : 1;
+    for (std::size_t i = 0; i < token_.size(); ++i) {
+      diff |= static_cast<unsigned char>(token_[i] ^ (i < theirs.size() ? theirs[i] : 0));
+    }
+    return diff == 0;
   }
 
   bool has_all(const std::vector<std::string>& keys, std::size_t from) const {
@@ -377,6 +394,7 @@ class TCPStore::Server {
   net::Fd listener_;
   net::Fd wake_read_, wake_write_;
   std::string session_;
+  std::string token_;
   int port_ = 0;
   std::list<Conn> conns_;
   std::map<std::string, std::string> data_;
@@ -398,6 +416,7 @@ class TCPStore::Client {
       : host_(o.host),
         port_(port),
         session_(o.session),
+        token_(o.token),
         addresses_(net::resolve_tcp(host_, port_)) {
     connect(Clock::now() + o.timeout);
   }
@@ -484,6 +503,7 @@ class TCPStore::Client {
     const std::string frame = wire::Writer(static_cast<std::uint8_t>(Op::kHello))
                                   .field(wire::kMagic)
                                   .field(wire::encode_u64(session_))
+                                  .field(token_)
                                   .finish();
     // A foreign server may never answer; do not let it eat the whole deadline.
     const Deadline hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
@@ -507,6 +527,14 @@ class TCPStore::Client {
         turned_away_ = true;
         return false;
       }
+      if (m->head == static_cast<std::uint8_t>(Status::kWrongToken)) {
+        throw ConfigError("the store at " + address() + " turned this process away: " +
+                          (token_.empty()
+                               ? "it asks for a DIST_STORE_TOKEN and this process has none"
+                               : "its DIST_STORE_TOKEN is not this process's") +
+                          ". Every rank of a job needs the same DIST_STORE_TOKEN: ddprun sets one "
+                          "for a job on one machine; on several, export the same value on each");
+      }
       throw ConfigError(stranger);
     } catch (const TimeoutError&) {
       throw ConfigError(stranger + " (it did not answer the handshake)");
@@ -516,6 +544,7 @@ class TCPStore::Client {
   std::string host_;
   int port_;
   std::uint64_t session_;
+  std::string token_;
   std::vector<net::Address> addresses_;
   bool turned_away_ = false;  // the last hello met a server of another generation
   std::mutex mu_;
@@ -526,8 +555,12 @@ class TCPStore::Client {
 // TCPStore
 // ---------------------------------------------------------------------------------------------
 TCPStore::TCPStore(const Options& options) : Store(options.timeout), options_(options) {
+  if (options.token.size() > kMaxStoreTokenBytes) {
+    throw ConfigError("DIST_STORE_TOKEN is " + std::to_string(options.token.size()) +
+                      " bytes long; it may be at most " + std::to_string(kMaxStoreTokenBytes));
+  }
   if (options.is_server)
-    server_ = std::make_unique<Server>(options.host, options.port, options.session);
+    server_ = std::make_unique<Server>(options.host, options.port, options.session, options.token);
   client_ = std::make_unique<Client>(options_, port());
 }
 

@@ -28,7 +28,14 @@ enum class Op : std::uint8_t {
   kNumKeys,
 };
 // kTimeout: a get/wait whose server-side deadline passed; the connection stays usable.
-enum class Status : std::uint8_t { kOk = 0, kError = 1, kWrongSession = 2, kTimeout = 3 };
+// kWrongToken: the hello's token is not the server's (DIST_STORE_TOKEN); the connection closes.
+enum class Status : std::uint8_t {
+  kOk = 0,
+  kError = 1,
+  kWrongSession = 2,
+  kTimeout = 3,
+  kWrongToken = 4
+};
 
 inline constexpr std::string_view kMagic = "dist-store-v1";
 // Largest payload either side accepts: one value, a few keys, and the field headers.
