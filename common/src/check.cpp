@@ -8,21 +8,6 @@
 
 namespace dist {
 
-void fail_check(const char* expr, const char* file, int line, std::string_view hint) {
-  std::string msg = "check failed at ";
-  msg += file;
-  msg += ':';
-  msg += std::to_string(line);
-  msg += ": `";
-  msg += expr;
-  msg += '`';
-  if (!hint.empty()) {
-    msg += ": ";
-    msg += hint;
-  }
-  throw Error(msg);
-}
-
 int run_main(const std::function<int()>& body) noexcept {
   try {
     return body();
