@@ -599,9 +599,11 @@ TEST(WriteFileAtomically, AProcessKilledAtAnyMomentLeavesTheOldFileOrTheNewNever
   const std::string path = "/tmp/dist_atomic_kill_" + std::to_string(::getpid());
   constexpr std::size_t kBytes = 16u << 20;
   const auto whole = [&](std::string* why) {
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) return true;  // absent: killed before the first rename
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string data(static_cast<std::size_t>(in.tellg()), '\0');
+    in.seekg(0);
+    in.read(data.data(), static_cast<std::streamsize>(data.size()));
     if (data.size() != 16 + kBytes) {
       *why = std::to_string(data.size()) + " bytes";
       return false;
