@@ -8,7 +8,9 @@ A block is marked in the Markdown like this:
     [rank 0/2] ...
     ```
 
-The checker runs `BIN/ddprun --standalone --nproc-per-node N BIN/PROGRAM ARGS...`, and compares the
+The checker runs `BIN/ddprun --standalone --nproc-per-node N BIN/PROGRAM ARGS...` (with the word
+`--no-launcher` instead of `--nproc N`: `BIN/PROGRAM ARGS...` alone, for chapter 10's driver, which
+starts its own jobs), and compares the
 program's standard output with the block as a multiset of lines: ranks print concurrently, so
 their lines may arrive in any order, but every line must be there exactly as many times.
 
@@ -25,12 +27,14 @@ MARKER = re.compile(r"<!-- expected-output: (.+?) -->\s*\n```[a-z]*\n(.*?)```", 
 
 def parse_marker(spec):
     words = shlex.split(spec)
-    program, nproc, args = words[0], 1, []
+    program, nproc, args = words[0], 1, []  # nproc None: run PROGRAM without ddprun
     rest = words[1:]
     while rest:
         word = rest.pop(0)
         if word == "--nproc":
             nproc = int(rest.pop(0))
+        elif word == "--no-launcher":
+            nproc = None
         elif word == "--":
             args = rest
             break
@@ -45,8 +49,9 @@ def check(bin_dir, readme):
     failures = 0
     for spec, block in blocks:
         program, nproc, args = parse_marker(spec)
-        cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc),
-               f"{bin_dir}/{program}", *args]
+        cmd = [f"{bin_dir}/{program}", *args]
+        if nproc is not None:
+            cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), *cmd]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         got = Counter(run.stdout.splitlines())
         want = Counter(block.splitlines())
