@@ -229,6 +229,7 @@ const std::map<std::string, std::function<void(const Options&)>>& cases() {
 
 int main(int argc, char** argv) {
   return dist::run_main([&] {
+    // ---- Step 1: which mistake, and whether to make it
     std::string names;
     for (const auto& [name, body] : cases()) names += (names.empty() ? "" : ", ") + name;
     dist::Cli cli("ch10_broken", "One distributed mistake per case, and its fix (--fixed).");
@@ -245,10 +246,15 @@ int main(int argc, char** argv) {
       throw dist::ConfigError("name one case: " + names +
                               (words.empty() ? "" : "; got '" + words[0] + "'"));
     }
+    const std::string& name = words[0];
+
+    // ---- Step 2: join the job
     dist::init_process_group(cli.init_options());
-    dist::out0() << words[0] << (o.fixed ? " (fixed)" : " (with the mistake)") << ", "
-                 << dist::get_world_size() << " ranks";
-    cases().at(words[0])(o);
+    const std::string how = name == "train" ? "" : o.fixed ? " (fixed)" : " (with the mistake)";
+    dist::out0() << name << how << ", " << dist::get_world_size() << " ranks";
+
+    // ---- Step 3: the case; a mistake that the library catches ends here with its error
+    cases().at(name)(o);
     dist::destroy_process_group();
     return dist::kExitOk;
   });

@@ -15,6 +15,7 @@
 #include <dist/log.h>
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string_view>
@@ -25,6 +26,18 @@ namespace ch10 {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The process groups of the jobs now running, for the signal handler (0: a free slot).
+constexpr int kMaxMachines = 8;
+volatile sig_atomic_t g_groups[kMaxMachines] = {};
+
+void stop_jobs_and_die(int signal) {
+  for (int i = 0; i < kMaxMachines; ++i) {
+    if (g_groups[i] != 0) kill(-static_cast<pid_t>(g_groups[i]), SIGTERM);
+  }
+  std::signal(signal, SIG_DFL);  // then die of it, as without the handler
+  std::raise(signal);
+}
 
 [[noreturn]] void fail(const std::string& what) {
   throw dist::Error(what + ": " + std::strerror(errno));
@@ -104,23 +117,25 @@ int exit_code_of(int status) {
   return -1;
 }
 
-}  // namespace
-
-JobResult run_job(const std::vector<MachineCommand>& machines,
-                  const std::vector<std::pair<std::string, std::string>>& env,
-                  std::chrono::seconds deadline) {
-  const auto started = Clock::now();
-  const auto give_up_at = started + deadline;
-  JobResult job;
-  std::vector<Running> running;
-  for (const auto& machine : machines) {
-    job.machines.push_back({machine.name, "", -1});
-    running.push_back(start(machine, child_environment(env)));
+// Closes what is left of the pipes and waits for every started ddprun, recording its exit code.
+void reap(std::vector<Running>& running, JobResult& job) {
+  for (std::size_t i = 0; i < running.size(); ++i) {
+    if (running[i].fd >= 0) close(running[i].fd);
+    int status = 0;
+    while (waitpid(running[i].pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    job.machines[i].exit_code = exit_code_of(status);
+    g_groups[i] = 0;
   }
+}
+
+// Reads every pipe until each reaches end of file (the machine's ddprun and its ranks are all
+// gone) or the deadline passes, when it kills every machine's process group.
+void read_until_done(std::vector<Running>& running, JobResult& job,
+                     const std::vector<MachineCommand>& machines, Clock::time_point give_up_at) {
   const auto prefix = [&](std::size_t i) {
     return machines.size() == 1 ? std::string() : std::string(1, machines[i].name.back());
   };
-  // Read every pipe until each reaches end of file (the machine's ddprun and its ranks are gone).
   std::size_t open_pipes = running.size();
   while (open_pipes > 0) {
     const auto left =
@@ -128,12 +143,12 @@ JobResult run_job(const std::vector<MachineCommand>& machines,
     if (left.count() <= 0) {
       job.timed_out = true;
       for (const auto& r : running) kill(-r.pid, SIGKILL);  // ddprun and its ranks share a group
-      break;
+      return;
     }
     std::vector<pollfd> fds;
     for (const auto& r : running) fds.push_back({r.fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left.count(), 1000))) <
-        0) {
+    const int wait_ms = static_cast<int>(std::min<long long>(left.count(), 1000));
+    if (poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       fail("poll");
     }
@@ -148,22 +163,43 @@ JobResult run_job(const std::vector<MachineCommand>& machines,
         close(running[i].fd);
         running[i].fd = -1;
         --open_pipes;
-        if (!running[i].pending.empty()) {
+        if (!running[i].pending.empty()) {  // a last line without its newline
           running[i].pending += '\n';
           take_lines(running[i], job.machines[i], prefix(i));
         }
       }
     }
   }
-  for (std::size_t i = 0; i < running.size(); ++i) {
-    if (running[i].fd >= 0) close(running[i].fd);
-    int status = 0;
-    while (waitpid(running[i].pid, &status, 0) < 0 && errno == EINTR) {
+}
+
+}  // namespace
+
+JobResult run_job(const std::vector<MachineCommand>& machines,
+                  const std::vector<std::pair<std::string, std::string>>& env,
+                  std::chrono::seconds deadline) {
+  DIST_CHECK(machines.size() <= kMaxMachines, "at most 8 machines per job");
+  const auto started = Clock::now();
+  JobResult job;
+  std::vector<Running> running;
+  try {
+    for (const auto& machine : machines) {
+      job.machines.push_back({machine.name, "", -1});
+      running.push_back(start(machine, child_environment(env)));
+      g_groups[running.size() - 1] = running.back().pid;
     }
-    job.machines[i].exit_code = exit_code_of(status);
+    read_until_done(running, job, machines, started + deadline);
+  } catch (...) {
+    for (const auto& r : running) kill(-r.pid, SIGKILL);  // nothing is left running
+    reap(running, job);
+    throw;
   }
+  reap(running, job);
   job.elapsed = Clock::now() - started;
   return job;
+}
+
+void pass_stop_signals_to_jobs() {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal, stop_jobs_and_die);
 }
 
 int free_port() {

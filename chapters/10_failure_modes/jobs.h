@@ -37,6 +37,12 @@ JobResult run_job(const std::vector<MachineCommand>& machines,
                   const std::vector<std::pair<std::string, std::string>>& env,
                   std::chrono::seconds deadline);
 
+// Makes SIGINT, SIGTERM and SIGHUP, sent to this program, reach the jobs too: run_job starts
+// each ddprun in a process group of its own (so that a deadline can kill it whole), where a
+// Ctrl-C in the terminal does not reach it. Each job's group gets SIGTERM (ddprun then stops its
+// ranks), and this program then dies of the signal as it would have.
+void pass_stop_signals_to_jobs();
+
 // A TCP port on 127.0.0.1 that is free now (the kernel picks it). Like ddprun --standalone, it is
 // not reserved: another process may take it before the job binds it.
 int free_port();

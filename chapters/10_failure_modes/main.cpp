@@ -409,6 +409,7 @@ int main(int argc, char** argv) {
     if (chosen.empty()) {
       for (const Case& c : cases) chosen.push_back(&c);
     }
+    ch10::pass_stop_signals_to_jobs();
     const std::string bin = ch10::program_directory();
     const Paths paths{bin + "/ddprun", bin + "/ch10_broken"};
     int failed = 0;
