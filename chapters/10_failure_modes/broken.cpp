@@ -237,7 +237,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> words;
     cli.allow_positional(&words, "CASE (" + names + ")");
     cli.add_flag("--fixed", &o.fixed, "run the case with its mistake corrected");
-    cli.add_int("--steps", &o.steps, "training steps of train and crash", 1, 1000);
+    cli.add_int("--steps", &o.steps, "training steps of train and crash", 1, 10000000);
     cli.add_int("--crash-step", &o.crash_step, "the step at which crash kills the last rank", 1,
                 1000);
     cli.add_string("--data-dir", &o.data_dir, "this machine's local disk (rank-for-local-rank)");

@@ -482,6 +482,23 @@ TEST(Ddprun, ReportsARankKilledBySignalAndExits128PlusTheSignal) {
   expect_every_probe_gone(r.out);
 }
 
+// A stopped rank is the cause the first failure hides: the others time out waiting for it.
+TEST(Ddprun, NamesARankThatWasStoppedWhenTheFirstFailureCame) {
+  const Result r = run_ddprun({"--nproc-per-node", "3", PROBE_PATH, "--stop-on-rank", "2",
+                               "--exit-on-rank", "0:1", "--sleep", "60"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, kStopLimitS);
+  EXPECT_TRUE(contains(r.err, "rank 0  exit code 1   <- first failure\n")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "rank 2  stopped by ddprun (SIGTERM)   <- stopped before the "
+                       "first failure: likely cause\n"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "ddprun: hint: rank 2 had been stopped (SIGSTOP) for ")) << r.err;
+  // SIGCONT after SIGTERM: the stopped rank ended within the grace period, without SIGKILL.
+  EXPECT_FALSE(contains(r.err, "sending SIGKILL")) << r.err;
+  expect_every_probe_gone(r.out);
+}
+
 TEST(Ddprun, WaitsForEveryRankWhenOneFinishesEarlyWithExitCode0) {
   const Result r =
       run_ddprun({"--nproc-per-node", "3", PROBE_PATH, "--exit-on-rank", "0:0", "--sleep", "0.5"});

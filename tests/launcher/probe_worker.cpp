@@ -5,6 +5,7 @@
 //
 //   --exit-on-rank R:CODE   rank R exits with CODE after a short delay
 //   --sigkill-on-rank R     rank R kills itself with SIGKILL after a short delay
+//   --stop-on-rank R        rank R stops itself with SIGSTOP at once (and exits 0 if continued)
 //   --sleep SECONDS         every other rank sleeps this long, then exits 0
 //   --ignore-sigterm        ignore SIGTERM, so that only SIGKILL can stop this rank
 //
@@ -48,6 +49,7 @@ struct Behaviour {
   int exit_rank = -1;
   int exit_code = 0;
   int sigkill_rank = -1;
+  int stop_rank = -1;
   double sleep_s = 0;
   bool ignore_sigterm = false;
 };
@@ -62,6 +64,8 @@ Behaviour read_behaviour(int argc, char** argv) {
       b.exit_code = std::stoi(value.substr(value.find(':') + 1));
     } else if (flag == "--sigkill-on-rank") {
       b.sigkill_rank = std::stoi(value);
+    } else if (flag == "--stop-on-rank") {
+      b.stop_rank = std::stoi(value);
     } else if (flag == "--sleep") {
       b.sleep_s = std::stod(value);
     }
@@ -98,6 +102,10 @@ int main(int argc, char** argv) {
   if (rank == behaviour.exit_rank) {
     std::this_thread::sleep_for(kFailureDelay);
     return behaviour.exit_code;
+  }
+  if (rank == behaviour.stop_rank) {
+    std::raise(SIGSTOP);
+    return 0;
   }
   if (rank == behaviour.sigkill_rank) {
     std::this_thread::sleep_for(kFailureDelay);

@@ -449,6 +449,45 @@ TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
   }
 }
 
+// A stopped peer (SIGSTOP, a debugger, a frozen machine) is alive and keeps its connections open,
+// so nothing tells the others it is gone: they must fail at the timeout, naming the call.
+TEST(AfterInit, AStoppedPeerMakesTheOthersFailWithinTheTimeout) {
+  for (const std::int64_t numel : {std::int64_t{4}, std::int64_t{1} << 16}) {
+    const int port = dist::testing::free_port();
+    const auto start = Clock::now();
+    auto results = run_ranks(
+        3,
+        [&](int rank) {
+          set_launcher_env(rank, 3, port);
+          dist::init_process_group({.timeout = 2s});
+          if (rank == 2) {
+            // A helper process ends the stopped rank later, so that the test need not.
+            const pid_t me = ::getpid();
+            if (::fork() == 0) {
+              std::this_thread::sleep_for(5s);  // well after the survivors' 2 s timeout
+              ::kill(me, SIGKILL);
+              ::_exit(0);
+            }
+            std::raise(SIGSTOP);
+          }
+          auto t = dist::zeros(numel);
+          dist::all_reduce(t);
+          return 0;
+        },
+        60s);
+    EXPECT_LT(Clock::now() - start, 15s);
+    for (int r : {0, 1}) {
+      const auto& result = results[static_cast<std::size_t>(r)];
+      EXPECT_EQ(result.exit_code, 1) << describe(results);
+      // One survivor times out; the other may instead learn of it through the closed group.
+      EXPECT_TRUE(contains(result.output, "all_reduce #1")) << describe(results);
+    }
+    const bool timed_out = contains(results[0].output, "timed out after 2 s") ||
+                           contains(results[1].output, "timed out after 2 s");
+    EXPECT_TRUE(timed_out) << describe(results);
+  }
+}
+
 TEST(AfterInit, MismatchedSizesEndWithARankTaggedHintNotAHang) {
   // all_reduce, all_gather and reduce_scatter compare the ranks' calls first (the tests below).
   // Gloo's own algorithms, here broadcast, detect a mismatch on Gloo's network thread, where it

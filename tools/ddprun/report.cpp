@@ -42,6 +42,14 @@ std::string signal_name(int signal) {
       return "SIGFPE";
     case SIGKILL:
       return "SIGKILL";
+    case SIGSTOP:
+      return "SIGSTOP";
+    case SIGTSTP:
+      return "SIGTSTP";
+    case SIGTTIN:
+      return "SIGTTIN";
+    case SIGTTOU:
+      return "SIGTTOU";
     case SIGUSR1:
       return "SIGUSR1";
     case SIGSEGV:

@@ -94,7 +94,9 @@ SignalMasks block_watched_signals() {
   struct sigaction action {};
   action.sa_handler = on_sigchld;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_NOCLDSTOP;  // a rank paused with Ctrl-Z has not ended: no news
+  // No SA_NOCLDSTOP: a rank that is stopped (Ctrl-Z, SIGSTOP, a debugger) is news too. It has
+  // not ended, but the other ranks will time out waiting for it, and the summary says so.
+  action.sa_flags = 0;
   sigaction(SIGCHLD, &action, nullptr);
 
   SignalMasks masks{};
@@ -139,26 +141,40 @@ int Supervisor::running_count() const {
 }
 
 // Only ranks not yet reaped are signalled: a reaped pid may already belong to another process.
+// A stopped rank also gets SIGCONT, or it would act on SIGTERM only when someone continued it.
 void Supervisor::signal_running(int signal) {
   for (Tracked& t : ranks_) {
     if (!t.running) continue;
     ::kill(t.process.pid, signal);
     t.sent.push_back(signal);
+    if (t.stop_signal != 0 && signal != SIGKILL) ::kill(t.process.pid, SIGCONT);
   }
 }
 
+// Looks at every rank's news (stopped, continued, exited) before acting on a failure, so that a
+// rank stopped at the same moment is already known when the summary is written.
 void Supervisor::reap_exited() {
+  int new_failure = -1;
   for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
     Tracked& t = ranks_[i];
-    if (!t.running) continue;
-    pid_t done = 0;
-    do {
-      done = ::waitpid(t.process.pid, &t.status, WNOHANG);
-    } while (done < 0 && errno == EINTR);
-    if (done == 0) continue;  // still running
-    t.running = false;        // done < 0 (ECHILD) cannot happen while we own SIGCHLD; treat as gone
-    if (!stopping_ && failed(t.status)) on_first_failure(i);
+    while (t.running) {
+      int status = 0;
+      const pid_t done = ::waitpid(t.process.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
+      if (done < 0 && errno == EINTR) continue;
+      if (done == 0) break;  // still running, nothing new
+      if (done > 0 && WIFSTOPPED(status)) {
+        t.stop_signal = WSTOPSIG(status);
+        t.stopped_at = Clock::now();
+      } else if (done > 0 && WIFCONTINUED(status)) {
+        t.stop_signal = 0;
+      } else {
+        t.status = status;
+        t.running = false;  // done < 0 (ECHILD) cannot happen while we own SIGCHLD: gone
+        if (!stopping_ && new_failure < 0 && failed(t.status)) new_failure = i;
+      }
+    }
   }
+  if (new_failure >= 0) on_first_failure(new_failure);
 }
 
 // The first failure is the one that matters: the ranks stopped after it only fail because
@@ -171,6 +187,7 @@ void Supervisor::on_first_failure(int index) {
   say("rank " + std::to_string(t.process.rank) + " (local_rank " +
       std::to_string(t.process.local_rank) + ", pid " + std::to_string(t.process.pid) + ") " +
       ended + stopping_the_others(others));
+  stopped_note_ = note_stopped_ranks();
   const int code = exit_code_of(t.status);
   stop_all(SIGTERM, code,
            "first failure: rank " + std::to_string(t.process.rank) + " " + ended +
@@ -191,6 +208,24 @@ void Supervisor::on_stop_signal(int signal) {
         count_of(running_count(), "rank") + " still running");
     kill_survivors();
   }
+}
+
+// The ranks that were stopped when the first failure came, and for how long: a stopped rank
+// neither runs nor exits, so the others time out in a collective, and one of them is the "first
+// failure" although the stopped rank is the cause.
+std::string Supervisor::note_stopped_ranks() {
+  std::string note;
+  for (Tracked& t : ranks_) {
+    if (!t.running || t.stop_signal == 0) continue;
+    t.stopped_at_first_failure = true;
+    const double seconds = std::chrono::duration<double>(Clock::now() - t.stopped_at).count();
+    std::ostringstream text;
+    text.precision(1);
+    text << std::fixed << seconds;
+    note += std::string(note.empty() ? "" : "; ") + "rank " + std::to_string(t.process.rank) +
+            " had been stopped (" + signal_name(t.stop_signal) + ") for " + text.str() + " s";
+  }
+  return note;
 }
 
 void Supervisor::kill_survivors() {
@@ -221,6 +256,7 @@ std::string Supervisor::outcome(int index) const {
     }
   }
   if (index == first_failure_) text += "   <- first failure";
+  if (t.stopped_at_first_failure) text += "   <- stopped before the first failure: likely cause";
   return text;
 }
 
@@ -233,6 +269,11 @@ void Supervisor::print_summary() const {
     say("  rank " + rank + "  " + outcome(i));
   }
   say(conclusion_);
+  if (!stopped_note_.empty()) {
+    say("hint: " + stopped_note_ + " when it came: a stopped rank makes the others time out " +
+        "waiting for it, so it is the likely cause (a debugger, Ctrl-Z, kill -STOP, or a " +
+        "machine frozen under memory pressure)");
+  }
   if (first_failure_ >= 0) {
     const std::string hint = failure_hint(ranks_[first_failure_].status);
     if (!hint.empty()) say("hint: " + hint);

@@ -44,12 +44,18 @@ class Supervisor {
     bool running = true;
     int status = 0;         // from waitpid, once it has exited
     std::vector<int> sent;  // signals from ddprun: "stopped by ddprun" is not a crash
+    // Set while the rank is stopped (SIGSTOP, SIGTSTP, a debugger): it neither runs nor exits,
+    // and the other ranks time out waiting for it in their next collective.
+    int stop_signal = 0;
+    Clock::time_point stopped_at;
+    bool stopped_at_first_failure = false;
   };
 
   int running_count() const;
   void signal_running(int signal);
   void reap_exited();
   void on_first_failure(int index);
+  std::string note_stopped_ranks();
   void on_stop_signal(int signal);
   void kill_survivors();
   std::optional<Clock::duration> time_until_kill() const;
@@ -64,6 +70,7 @@ class Supervisor {
   int exit_code_ = 0;
   int first_failure_ = -1;  // index into ranks_
   std::string conclusion_;
+  std::string stopped_note_;  // at the first failure: the ranks that were stopped then
 };
 
 }  // namespace ddprun
