@@ -42,7 +42,7 @@ struct Options {
   std::string data_dir;
 };
 
-// ---- A collective called on only some ranks ----------------------------------------------------
+// ---- A collective called on only some ranks
 // --8<-- [start:partial_collective]
 void partial_collective(const Options& o) {
   const int rank = dist::get_rank();
@@ -56,7 +56,6 @@ void partial_collective(const Options& o) {
 // --8<-- [end:partial_collective]
 
 // ---- Mismatched sizes, dtypes and reduce ops
-// -----------------------------------------------------
 // --8<-- [start:mismatched]
 void mismatched_size(const Options& o) {
   const int rank = dist::get_rank();
@@ -89,7 +88,6 @@ void mismatched_op(const Options& o) {
 // --8<-- [end:mismatched]
 
 // ---- A barrier that one rank skips
-// ---------------------------------------------------------------
 // --8<-- [start:skipped_barrier]
 void skipped_barrier(const Options& o) {
   const int rank = dist::get_rank();
@@ -105,19 +103,25 @@ void skipped_barrier(const Options& o) {
 }
 // --8<-- [end:skipped_barrier]
 
-// ---- A healthy job, and one whose rank crashes mid-training
-// -------------------------------------- The driver starts the healthy job in broken ways (a port
-// that is taken, a machine missing).
+// ---- A healthy job, and one whose rank crashes or stops mid-training
+// The driver starts the healthy job in broken ways (a port that is taken, a machine missing).
 // --8<-- [start:crash]
-void train(const Options& o, bool crash) {
+enum class Breakdown { kNone, kCrash, kStop };
+
+void train(const Options& o, Breakdown breakdown) {
   const int rank = dist::get_rank();
+  const bool last_rank = rank == dist::get_world_size() - 1;
   Tensor weight = Tensor::zeros(4);
   for (int step = 1; step <= o.steps; ++step) {
     Tensor grad = Tensor::full(4, 0.1 * (rank + 1));
-    if (crash && rank == dist::get_world_size() - 1 && step == o.crash_step) {
+    if (breakdown == Breakdown::kCrash && last_rank && step == o.crash_step) {
       dist::out() << "step " << step
                   << ": crashing now (SIGKILL, as the out-of-memory killer does)";
       std::raise(SIGKILL);  // no destructor, no message: the process is simply gone
+    }
+    if (breakdown == Breakdown::kStop && last_rank && step == o.crash_step) {
+      dist::out() << "step " << step << ": stopping now (SIGSTOP, as Ctrl-Z or a debugger does)";
+      std::raise(SIGSTOP);  // alive, connections open, answering nothing
     }
     dist::all_reduce(grad);
     weight -= grad * 0.5;
@@ -127,7 +131,6 @@ void train(const Options& o, bool crash) {
 // --8<-- [end:crash]
 
 // ---- A forgotten set_epoch
-// -----------------------------------------------------------------------
 // --8<-- [start:set_epoch]
 void no_set_epoch(const Options& o) {
   const int epochs = 3;
@@ -152,7 +155,6 @@ void no_set_epoch(const Options& o) {
 // --8<-- [end:set_epoch]
 
 // ---- The same seed on every rank
-// -----------------------------------------------------------------
 // --8<-- [start:same_seed]
 void same_seed(const Options& o) {
   const int rank = dist::get_rank();
@@ -178,7 +180,6 @@ void same_seed(const Options& o) {
 // --8<-- [end:same_seed]
 
 // ---- RANK where LOCAL_RANK belongs
-// ---------------------------------------------------------------
 // --data-dir is this machine's local disk (the driver gives each "machine" its own directory).
 // --8<-- [start:local_rank]
 void rank_for_local_rank(const Options& o) {
@@ -216,8 +217,10 @@ const std::map<std::string, std::function<void(const Options&)>>& cases() {
       {"mismatched-dtype", mismatched_dtype},
       {"mismatched-op", mismatched_op},
       {"skipped-barrier", skipped_barrier},
-      {"train", [](const Options& o) { train(o, /*crash=*/false); }},
-      {"crash", [](const Options& o) { train(o, /*crash=*/!o.fixed); }},
+      {"train", [](const Options& o) { train(o, Breakdown::kNone); }},
+      {"crash", [](const Options& o) { train(o, o.fixed ? Breakdown::kNone : Breakdown::kCrash); }},
+      {"stopped-rank",
+       [](const Options& o) { train(o, o.fixed ? Breakdown::kNone : Breakdown::kStop); }},
       {"no-set-epoch", no_set_epoch},
       {"same-seed", same_seed},
       {"rank-for-local-rank", rank_for_local_rank},
@@ -237,9 +240,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> words;
     cli.allow_positional(&words, "CASE (" + names + ")");
     cli.add_flag("--fixed", &o.fixed, "run the case with its mistake corrected");
-    cli.add_int("--steps", &o.steps, "training steps of train and crash", 1, 10000000);
-    cli.add_int("--crash-step", &o.crash_step, "the step at which crash kills the last rank", 1,
-                1000);
+    cli.add_int("--steps", &o.steps, "training steps of train, crash and stopped-rank", 1,
+                10000000);
+    cli.add_int("--crash-step", &o.crash_step,
+                "the step at which crash and stopped-rank break the last rank", 1, 1000);
     cli.add_string("--data-dir", &o.data_dir, "this machine's local disk (rank-for-local-rank)");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
     if (words.size() != 1 || cases().count(words[0]) == 0) {

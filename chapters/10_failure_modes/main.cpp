@@ -171,6 +171,24 @@ std::vector<Case> all_cases() {
                  .fixed = true,
                  .evidence = {{"machine A", R"(trained 5 steps)"}}}},
 
+      {.name = "stopped-rank",
+       .title = "a rank that stops answering",
+       .mistake = "rank 1 is stopped at step 3 (SIGSTOP, as Ctrl-Z, a debugger or a frozen "
+                  "machine does)",
+       .broken =
+           {.evidence =
+                {{"",
+                  R"(all_reduce #3 \(SUM, torch\.float32, 4 elements\) timed out after 5 s on rank 0)"},
+                 {"",
+                  R"(rank 1  stopped by ddprun \(SIGTERM\)   <- stopped before the first failure: likely cause)"},
+                 {"", R"(hint: rank 1 had been stopped \(SIGSTOP\))"}}},
+       .cause = "a stopped rank is alive and keeps its connections open, so nothing tells the "
+                "others it is gone: they fail at --timeout, and one of them is the first failure. "
+                "ddprun saw the stop and names the rank",
+       .fix = "find what stopped it (a debugger, a shell's Ctrl-Z, memory pressure); keep "
+              "--timeout short enough that a stuck job fails in minutes, not hours",
+       .fixed = {.fixed = true, .evidence = {{"", R"(trained 5 steps)"}}}},
+
       {.name = "never-starts",
        .title = "a rank that never starts",
        .mistake = "machine B's ddprun is never started: ranks 2 and 3 of 4 do not exist",
