@@ -423,22 +423,29 @@ TEST(AfterInit, ACollectiveCalledByOnlySomeRanksTimesOutNamingIt) {
       << describe(results);
 }
 
+// Three ranks all_reduce `numel` elements (4: one exchange; 2^16: the ring), and rank 2 first
+// does `fault` (dies, or stops). Returns every rank's result.
+std::vector<RankResult> all_reduce_after_rank2(std::int64_t numel,
+                                               std::chrono::milliseconds timeout,
+                                               const std::function<void()>& fault) {
+  const int port = dist::testing::free_port();
+  return run_ranks(
+      3,
+      [&](int rank) {
+        set_launcher_env(rank, 3, port);
+        dist::init_process_group({.timeout = timeout});
+        if (rank == 2) fault();
+        auto t = dist::zeros(numel);
+        dist::all_reduce(t);
+        return 0;
+      },
+      60s);
+}
+
 TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
-  // Both paths: a small all_reduce (one exchange) and a large one (the ring).
   for (const std::int64_t numel : {std::int64_t{4}, std::int64_t{1} << 16}) {
-    const int port = dist::testing::free_port();
     const auto start = Clock::now();
-    auto results = run_ranks(
-        3,
-        [&](int rank) {
-          set_launcher_env(rank, 3, port);
-          dist::init_process_group({.timeout = 30s});
-          if (rank == 2) ::_exit(3);  // dies without a word
-          auto t = dist::zeros(numel);
-          dist::all_reduce(t);
-          return 0;
-        },
-        60s);
+    const auto results = all_reduce_after_rank2(numel, 30s, [] { ::_exit(3); });  // no word
     EXPECT_LT(Clock::now() - start, 10s) << "survivors must not wait for the 30 s timeout";
     EXPECT_EQ(results[2].exit_code, 3);
     for (int r : {0, 1}) {
@@ -452,29 +459,18 @@ TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
 // A stopped peer (SIGSTOP, a debugger, a frozen machine) is alive and keeps its connections open,
 // so nothing tells the others it is gone: they must fail at the timeout, naming the call.
 TEST(AfterInit, AStoppedPeerMakesTheOthersFailWithinTheTimeout) {
+  const auto stop = [] {
+    const pid_t me = ::getpid();
+    if (::fork() == 0) {  // a helper ends the stopped rank later, so that the test need not
+      std::this_thread::sleep_for(5s);  // well after the survivors' 2 s timeout
+      ::kill(me, SIGKILL);
+      ::_exit(0);
+    }
+    std::raise(SIGSTOP);
+  };
   for (const std::int64_t numel : {std::int64_t{4}, std::int64_t{1} << 16}) {
-    const int port = dist::testing::free_port();
     const auto start = Clock::now();
-    auto results = run_ranks(
-        3,
-        [&](int rank) {
-          set_launcher_env(rank, 3, port);
-          dist::init_process_group({.timeout = 2s});
-          if (rank == 2) {
-            // A helper process ends the stopped rank later, so that the test need not.
-            const pid_t me = ::getpid();
-            if (::fork() == 0) {
-              std::this_thread::sleep_for(5s);  // well after the survivors' 2 s timeout
-              ::kill(me, SIGKILL);
-              ::_exit(0);
-            }
-            std::raise(SIGSTOP);
-          }
-          auto t = dist::zeros(numel);
-          dist::all_reduce(t);
-          return 0;
-        },
-        60s);
+    const auto results = all_reduce_after_rank2(numel, 2s, stop);
     EXPECT_LT(Clock::now() - start, 15s);
     for (int r : {0, 1}) {
       const auto& result = results[static_cast<std::size_t>(r)];
