@@ -70,22 +70,17 @@ class DebugProcessGroup : public ProcessGroup {
   // the other ranks in `readers` have read what their own error needs, instead of exiting and
   // leaving them with a lost connection.
   void settle(std::uint64_t call, const std::vector<int>& readers) {
-    const std::string prefix = "read/" + std::to_string(call) + "/";
+    const std::string topic = "read/" + std::to_string(call);
     if (rank() != 0) {
-      try {
-        store_->set(prefix + std::to_string(rank()), "");
-      } catch (const Error&) {  // rank 0 gone already: our error is what matters
-      }
+      acknowledge_read(*store_, topic, rank());
       return;
     }
-    std::vector<std::string> keys;
+    std::vector<int> others;
     for (int r : readers) {
-      if (r != 0) keys.push_back(prefix + std::to_string(r));
+      if (r != 0) others.push_back(r);
     }
-    try {
-      store_->wait(keys, std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(5)));
-    } catch (const TimeoutError&) {
-    }
+    wait_for_reads(*store_, topic, others,
+                   std::min<std::chrono::milliseconds>(timeout(), std::chrono::seconds(5)));
   }
 
   // Publishes this rank's call, waits for every rank's, and compares.

@@ -577,12 +577,9 @@ void monitored_barrier(std::chrono::milliseconds timeout) {
     if (!missing.empty()) {
       // Rank 0 hosts the store: keep it up a while (up to `timeout` more) for the ranks that come
       // late to read the verdict too, rather than find the store gone.
-      std::vector<std::string> seen;
-      for (int r = 1; r < world; ++r) seen.push_back(prefix + "seen/" + std::to_string(r));
-      try {
-        store->wait(seen, timeout);
-      } catch (const TimeoutError&) {
-      }
+      std::vector<int> others;
+      for (int r = 1; r < world; ++r) others.push_back(r);
+      wait_for_reads(*store, prefix + "seen", others, timeout);
     }
   } else {
     store->set(arrived(rank), "");
@@ -595,12 +592,7 @@ void monitored_barrier(std::chrono::milliseconds timeout) {
                          ": rank 0 did not reach it (it is stuck, or skipped it)");
     }
     verdict = store->get(verdict_key);
-    if (verdict != "ok") {
-      try {  // rank 0 may be gone by the time the store answers: the verdict is what matters
-        store->set(prefix + "seen/" + std::to_string(rank), "");
-      } catch (const Error&) {
-      }
-    }
+    if (verdict != "ok") acknowledge_read(*store, prefix + "seen", rank);
   }
   if (verdict != "ok") {
     throw TimeoutError(name + " on rank " + std::to_string(rank) + ": " + verdict +

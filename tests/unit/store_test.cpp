@@ -198,10 +198,35 @@ TEST_P(StoreContract, PrefixStoresDoNotSeeEachOthersKeys) {
   EXPECT_EQ(stores_.b->get("default/1/rank/0"), "new generation");
 }
 
+// Rank 0 waits until the others have read (acknowledge_read / wait_for_reads), and no longer.
+TEST_P(StoreContract, WaitForReadsReturnsOnceEveryRankAcknowledgedOrAtItsLimit) {
+  std::thread reader([&] {
+    std::this_thread::sleep_for(100ms);
+    dist::acknowledge_read(*stores_.b, "verdict/1", 1);
+    dist::acknowledge_read(*stores_.b, "verdict/1", 2);
+  });
+  auto start = Clock::now();
+  dist::wait_for_reads(*stores_.a, "verdict/1", {1, 2}, 5s);
+  EXPECT_LT(Clock::now() - start, 3s);
+  EXPECT_TRUE(stores_.a->check({"verdict/1/1", "verdict/1/2"}));
+  reader.join();
+  start = Clock::now();  // rank 3 never reads: the wait ends at its limit, without an error
+  dist::wait_for_reads(*stores_.a, "verdict/1", {1, 3}, 300ms);
+  EXPECT_GE(Clock::now() - start, 300ms);
+  EXPECT_LT(Clock::now() - start, 3s);
+}
+
 INSTANTIATE_TEST_SUITE_P(TcpAndFile, StoreContract, ::testing::Values("tcp", "file"),
                          [](const auto& p) { return p.param; });
 
 // ---- TCPStore: connection behaviour ------------------------------------------------------------
+
+TEST(TCPStore, AcknowledgingAReadToAServerThatIsGoneIsNoError) {
+  auto server = std::make_unique<TCPStore>(server_options());
+  TCPStore client(client_options(server->port(), 1s));
+  server.reset();  // rank 0 went on and exited
+  EXPECT_NO_THROW(dist::acknowledge_read(client, "verdict/1", 1));
+}
 
 TEST(TCPStore, AClientThatStartsFirstRetriesUntilTheServerIsUp) {
   const int port = dist::testing::free_port();

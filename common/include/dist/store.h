@@ -178,4 +178,14 @@ class PrefixStore : public Store {
   std::shared_ptr<Store> base_;
 };
 
+// "Rank 0 keeps the store up until the others have read." Rank 0 hosts a TCP store, so a rank 0
+// that throws and exits at once can leave the others with a lost connection instead of the
+// message it just published for them. Each other rank, once it has read what it needs, calls
+// acknowledge_read(store, topic, rank); rank 0 calls wait_for_reads(store, topic, ranks, limit)
+// before it goes on (keys topic + "/" + rank). Both are best effort: acknowledge_read ignores a
+// store that is gone already, and wait_for_reads returns at `limit` (rank 0 then goes on anyway).
+void acknowledge_read(Store& store, const std::string& topic, int rank);
+void wait_for_reads(Store& store, const std::string& topic, const std::vector<int>& ranks,
+                    Millis limit);
+
 }  // namespace dist

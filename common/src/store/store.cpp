@@ -67,4 +67,22 @@ std::int64_t PrefixStore::num_keys() {
   return base_->num_keys();
 }
 
+void acknowledge_read(Store& store, const std::string& topic, int rank) {
+  try {
+    store.set(topic + "/" + std::to_string(rank), "");
+  } catch (const Error&) {  // the store is gone: the reader already has what it needed
+  }
+}
+
+void wait_for_reads(Store& store, const std::string& topic, const std::vector<int>& ranks,
+                    Millis limit) {
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back(topic + "/" + std::to_string(r));
+  if (keys.empty()) return;
+  try {
+    store.wait(keys, limit);
+  } catch (const TimeoutError&) {  // a rank that never reads must not hold rank 0 forever
+  }
+}
+
 }  // namespace dist
