@@ -156,6 +156,20 @@ int pick(int explicit_value, int unset, const Url& url, const char* query_key,
                     " in the environment (ddprun and torchrun set it for you)");
 }
 
+// mpirun and srun give every rank its number but no meeting point: say how to pass one.
+std::string rendezvous_hint(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kOpenMPI:
+      return "; under mpirun, pass both to every rank: mpirun -x MASTER_ADDR=<rank 0's host> "
+             "-x MASTER_PORT=29500 ...";
+    case Launcher::kSlurm:
+      return "; under Slurm, export both before srun, e.g. export MASTER_ADDR=$(scontrol show "
+             "hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) MASTER_PORT=29500";
+    default:
+      return "";
+  }
+}
+
 Resolved resolve(const InitOptions& o) {
   if (o.backend != "gloo" && o.backend != "nccl" && o.backend != "auto") {
     throw ConfigError("unknown backend \"" + o.backend + "\": use gloo, nccl or auto");
@@ -181,12 +195,14 @@ Resolved resolve(const InitOptions& o) {
     if (!env.master_addr) {
       throw ConfigError(
           "MASTER_ADDR is not set: env:// needs the address of rank 0's machine, e.g. "
-          "export MASTER_ADDR=127.0.0.1 (ddprun and torchrun set it for you)");
+          "export MASTER_ADDR=127.0.0.1 (ddprun and torchrun set it for you)" +
+          rendezvous_hint(env.launcher));
     }
     if (!env.master_port) {
       throw ConfigError(
           "MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
-          "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you)");
+          "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you)" +
+          rendezvous_hint(env.launcher));
     }
     r.master_addr = *env.master_addr;
     r.master_port = *env.master_port;

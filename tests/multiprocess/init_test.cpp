@@ -264,6 +264,37 @@ TEST(BadInput, MissingMasterAddr) {
                     {2, "MASTER_ADDR is not set"});
 }
 
+// mpirun and srun number the ranks but name no meeting point: the message says how to pass one.
+TEST(BadInput, MissingMasterAddrUnderMpirunOrSlurmSaysHowToPassIt) {
+  expect_init_fails(1,
+                    [&](int) {
+                      set_env({{"RANK", ""},
+                               {"WORLD_SIZE", ""},
+                               {"LOCAL_RANK", ""},
+                               {"LOCAL_WORLD_SIZE", ""},
+                               {"MASTER_ADDR", ""},
+                               {"MASTER_PORT", ""},
+                               {"OMPI_COMM_WORLD_RANK", "0"},
+                               {"OMPI_COMM_WORLD_SIZE", "1"}});
+                    },
+                    {2, "under mpirun, pass both to every rank: mpirun -x MASTER_ADDR="});
+  expect_init_fails(1,
+                    [&](int) {
+                      set_env({{"RANK", ""},
+                               {"WORLD_SIZE", ""},
+                               {"LOCAL_RANK", ""},
+                               {"LOCAL_WORLD_SIZE", ""},
+                               {"MASTER_ADDR", "127.0.0.1"},
+                               {"MASTER_PORT", ""},
+                               {"SLURM_PROCID", "0"},
+                               {"SLURM_NTASKS", "1"}});
+                    },
+                    {2,
+                     "MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
+                     "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you); "
+                     "under Slurm, export both before srun"});
+}
+
 TEST(BadInput, MissingRank) {
   expect_init_fails(1,
                     [&](int) {
