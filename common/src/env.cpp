@@ -36,6 +36,37 @@ Launcher launcher_of(const std::string& var) {
 
 constexpr long long kMaxRanks = 1 << 20;
 
+[[noreturn]] void bad_tasks_per_node(const std::string& spec, const std::string& why) {
+  throw ConfigError("SLURM_TASKS_PER_NODE=\"" + spec + "\" " + why +
+                    ": Slurm writes it as counts per machine, such as 2(x3),1");
+}
+
+// Slurm's SLURM_TASKS_PER_NODE: comma-separated counts, "N(xM)" for M machines with N tasks each
+// ("2(x3),1": machines 0-2 run 2 tasks, machine 3 runs 1). Returns machine `node`'s count.
+int slurm_tasks_on_node(const std::string& spec, int node) {
+  int first = 0;  // the first machine the current item describes
+  std::size_t at = 0;
+  while (at <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    const std::size_t paren = item.find("(x");
+    int tasks = 0, machines = 1;
+    if (paren == std::string::npos) {
+      tasks = parse_int("SLURM_TASKS_PER_NODE", item, 1, kMaxRanks);
+    } else {
+      if (item.back() != ')') bad_tasks_per_node(spec, "has an unclosed \"(x\"");
+      tasks = parse_int("SLURM_TASKS_PER_NODE", item.substr(0, paren), 1, kMaxRanks);
+      machines = parse_int("SLURM_TASKS_PER_NODE", item.substr(paren + 2, item.size() - paren - 3),
+                           1, kMaxRanks);
+    }
+    if (node < first + machines) return tasks;
+    first += machines;
+    at = comma + 1;
+  }
+  bad_tasks_per_node(spec, "describes " + std::to_string(first) +
+                               " machines, but SLURM_NODEID is " + std::to_string(node));
+}
+
 }  // namespace
 
 const char* launcher_name(Launcher launcher) {
@@ -98,11 +129,17 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
                          kMaxRanks - 1)) {
     env.local_rank = v->value;
   }
+  if (auto v = first_int(lookup, {"GROUP_RANK", "SLURM_NODEID"}, 0, kMaxRanks - 1)) {
+    env.group_rank = v->value;
+  }
   if (auto v =
           first_int(lookup, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, kMaxRanks)) {
     env.local_world_size = v->value;
+  } else if (auto spec = lookup("SLURM_TASKS_PER_NODE"); spec && !spec->empty()) {
+    // srun says how many tasks run on each machine, and which machine this is.
+    const auto node = first_int(lookup, {"SLURM_NODEID"}, 0, kMaxRanks - 1);
+    env.local_world_size = slurm_tasks_on_node(*spec, node ? node->value : 0);
   }
-  if (auto v = first_int(lookup, {"GROUP_RANK"}, 0, kMaxRanks - 1)) env.group_rank = v->value;
   if (auto addr = lookup("MASTER_ADDR"); addr && !addr->empty()) env.master_addr = *addr;
   if (auto v = first_int(lookup, {"MASTER_PORT"}, 1, 65535)) env.master_port = v->value;
 

@@ -79,6 +79,31 @@ TEST(LaunchEnv, FallsBackToSlurm) {
   EXPECT_EQ(env.launcher, dist::Launcher::kSlurm);
 }
 
+// srun's count of tasks per machine: "2(x3),1" is 2 on machines 0-2 and 1 on machine 3.
+TEST(LaunchEnv, ReadsThisMachinesTaskCountFromSlurm) {
+  for (const auto& [node, tasks] : {std::pair{"0", 2}, {"2", 2}, {"3", 1}}) {
+    const LaunchEnv env = dist::read_launch_env(fake({{"SLURM_PROCID", "0"},
+                                                      {"SLURM_NTASKS", "7"},
+                                                      {"SLURM_NODEID", node},
+                                                      {"SLURM_TASKS_PER_NODE", "2(x3),1"}}));
+    EXPECT_EQ(env.local_world_size, tasks) << "SLURM_NODEID=" << node;
+    EXPECT_EQ(env.group_rank, std::stoi(node));
+  }
+  EXPECT_EQ(dist::read_launch_env(fake({{"SLURM_TASKS_PER_NODE", "4"}})).local_world_size, 4);
+}
+
+TEST(LaunchEnvErrors, AMalformedSlurmTaskListIsRefusedNamingIt) {
+  EXPECT_NE(error_for({{"SLURM_TASKS_PER_NODE", "2(x3"}})
+                .find("SLURM_TASKS_PER_NODE=\"2(x3\" has an unclosed \"(x\""),
+            std::string::npos);
+  EXPECT_NE(error_for({{"SLURM_TASKS_PER_NODE", "two"}})
+                .find("SLURM_TASKS_PER_NODE=\"two\" is not an integer"),
+            std::string::npos);
+  EXPECT_NE(error_for({{"SLURM_TASKS_PER_NODE", "2(x2)"}, {"SLURM_NODEID", "2"}})
+                .find("describes 2 machines, but SLURM_NODEID is 2"),
+            std::string::npos);
+}
+
 TEST(LaunchEnv, TorchrunNamesWinOverTheOthers) {
   const LaunchEnv env = dist::read_launch_env(fake({{"RANK", "1"},
                                                     {"OMPI_COMM_WORLD_RANK", "7"},

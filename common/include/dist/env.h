@@ -2,9 +2,10 @@
 //
 // torchrun (and our ddprun) set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 // MASTER_ADDR and MASTER_PORT. Programs started by OpenMPI's mpirun see OMPI_COMM_WORLD_RANK/SIZE/
-// LOCAL_RANK/LOCAL_SIZE instead, and Slurm's srun sets SLURM_PROCID, SLURM_NTASKS and
-// SLURM_LOCALID. We read torchrun's names first and fall back to the others, so one binary runs
-// under all three launchers unchanged.
+// LOCAL_RANK/LOCAL_SIZE instead, and Slurm's srun sets SLURM_PROCID, SLURM_NTASKS,
+// SLURM_LOCALID, SLURM_NODEID and SLURM_TASKS_PER_NODE ("2(x3),1": 2 tasks on each of machines
+// 0-2, 1 on machine 3, from which this machine's count is read). We read torchrun's names first and
+// fall back to the others, so one binary runs under all three launchers unchanged.
 //
 // Every value is validated here, once: it must be a whole number in range (a port 1-65535), and an
 // empty variable counts as unset. A bad value is a dist::ConfigError whose message names the
@@ -27,8 +28,9 @@ struct LaunchEnv {
   std::optional<int> rank;              // RANK | OMPI_COMM_WORLD_RANK | SLURM_PROCID
   std::optional<int> world_size;        // WORLD_SIZE | OMPI_COMM_WORLD_SIZE | SLURM_NTASKS
   std::optional<int> local_rank;        // LOCAL_RANK | OMPI_COMM_WORLD_LOCAL_RANK | SLURM_LOCALID
-  std::optional<int> local_world_size;  // LOCAL_WORLD_SIZE | OMPI_COMM_WORLD_LOCAL_SIZE
-  std::optional<int> group_rank;        // GROUP_RANK (the machine's index under torchrun/ddprun)
+  std::optional<int> local_world_size;  // LOCAL_WORLD_SIZE | OMPI_COMM_WORLD_LOCAL_SIZE |
+                                        // SLURM_TASKS_PER_NODE's count for SLURM_NODEID
+  std::optional<int> group_rank;        // GROUP_RANK | SLURM_NODEID (the machine's index)
   std::optional<std::string> master_addr;  // MASTER_ADDR
   std::optional<int> master_port;          // MASTER_PORT
   Launcher launcher = Launcher::kNone;     // who set `rank`
