@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The chapters run unchanged under other launchers, and print what they print under ddprun.
+
+usage: launchers_check.py mpirun BIN_DIR
+       launchers_check.py slurm BIN_DIR
+
+mpirun  Runs chapters 01, 04 and 08 under OpenMPI's mpirun (Debian's openmpi-bin) at 2 and 3
+        ranks, passing only MASTER_ADDR and MASTER_PORT (mpirun -x); every rank learns its rank,
+        world size and local rank from OMPI_COMM_WORLD_*. Each run's output must be, line for
+        line (as a multiset: ranks print concurrently), the output of the same chapter under
+        `ddprun --standalone`. Exit 77 when mpirun is not installed.
+slurm   There is no Slurm here, so it starts the ranks as srun does: with SLURM_PROCID,
+        SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID and SLURM_TASKS_PER_NODE (and MASTER_ADDR and
+        MASTER_PORT, which a batch script exports), no RANK or WORLD_SIZE. One "machine" of 3
+        tasks must print what ddprun's 3 ranks print; two "machines" of 2 tasks each (SLURM_NODEID
+        0 and 1, SLURM_TASKS_PER_NODE=2(x2)) what two ddprun with --nnodes 2 print.
+
+Every run has a 120 s deadline. Exit 0 when every output matches, 1 otherwise.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections import Counter
+
+CHAPTERS = ["ch01_get_dist_info", "ch04_all_reduce", "ch08_ddp_linear"]
+LAUNCHER_VARS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "MASTER_ADDR", "MASTER_PORT", "DIST_STORE_TOKEN"]
+
+
+def clean_env(**extra):
+    """This process's environment without any launcher's variables, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in LAUNCHER_VARS and not k.startswith(("OMPI_", "SLURM_", "PMIX_"))}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ddprun_lines(bin_dir, program, nproc):
+    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), f"{bin_dir}/{program}"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=clean_env())
+    if run.returncode != 0:
+        raise SystemExit(f"the reference run failed: {' '.join(cmd)}\n{run.stderr}")
+    return Counter(run.stdout.splitlines())
+
+
+def two_ddprun_lines(bin_dir, program):
+    """Two ddprun with --nnodes 2 on this machine: the reference for two machines."""
+    port = free_port()
+    procs = [subprocess.Popen([f"{bin_dir}/ddprun", "--nnodes", "2", "--node-rank", str(node),
+                               "--nproc-per-node", "2", "--master-port", str(port),
+                               f"{bin_dir}/{program}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=clean_env())
+             for node in (0, 1)]
+    return collect(procs, f"two ddprun running {program}")
+
+
+def collect(procs, what):
+    lines = Counter()
+    failed = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise SystemExit(f"{what}: no end within 120 s")
+        lines.update(out.splitlines())
+        if p.returncode != 0:
+            failed.append(f"exit code {p.returncode}: {err.strip()}")
+    return lines, failed
+
+
+def compare(what, got, want, failed):
+    if failed or got != want:
+        print(f"FAIL  {what}")
+        for f in failed:
+            print(f"  {f}")
+        for line in sorted((want - got).elements()):
+            print(f"  only under ddprun: {line}")
+        for line in sorted((got - want).elements()):
+            print(f"  only here:         {line}")
+        return False
+    print(f"ok    {what}: the same {sum(want.values())} lines as under ddprun")
+    return True
+
+
+def check_mpirun(bin_dir):
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("skipped: mpirun is not installed (Debian: apt-get install openmpi-bin)")
+        sys.exit(77)
+    ok = True
+    for program in CHAPTERS:
+        for nproc in (2, 3):
+            # OpenMPI refuses root unless told twice; --oversubscribe: more ranks than cores.
+            env = clean_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+            cmd = [mpirun, "-np", str(nproc), "--oversubscribe", "-x", "MASTER_ADDR=127.0.0.1",
+                   "-x", f"MASTER_PORT={free_port()}", f"{bin_dir}/{program}"]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=env)
+            got, failed = collect([proc], " ".join(cmd))
+            ok &= compare(f"mpirun -np {nproc} {program}", got, ddprun_lines(bin_dir, program, nproc),
+                          failed)
+    return ok
+
+
+def srun_like(bin_dir, program, nodes, tasks_per_node, port):
+    """Starts the ranks of `nodes` machines as srun would, each with Slurm's variables only."""
+    procs = []
+    for node in range(nodes):
+        for local in range(tasks_per_node):
+            env = clean_env(SLURM_PROCID=node * tasks_per_node + local,
+                            SLURM_NTASKS=nodes * tasks_per_node, SLURM_LOCALID=local,
+                            SLURM_NODEID=node, SLURM_NNODES=nodes,
+                            SLURM_TASKS_PER_NODE=f"{tasks_per_node}(x{nodes})" if nodes > 1
+                            else str(tasks_per_node),
+                            MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+            procs.append(subprocess.Popen([f"{bin_dir}/{program}"], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, env=env))
+    return collect(procs, f"{program} with Slurm's variables")
+
+
+def check_slurm(bin_dir):
+    ok = True
+    for program in CHAPTERS:
+        got, failed = srun_like(bin_dir, program, 1, 3, free_port())
+        ok &= compare(f"1 machine x 3 tasks, {program}", got, ddprun_lines(bin_dir, program, 3),
+                      failed)
+        got, failed = srun_like(bin_dir, program, 2, 2, free_port())
+        want, want_failed = two_ddprun_lines(bin_dir, program)
+        if want_failed:
+            raise SystemExit(f"the reference run failed: {want_failed}")
+        ok &= compare(f"2 machines x 2 tasks, {program}", got, want, failed)
+    return ok
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("mpirun", "slurm"):
+        raise SystemExit(__doc__)
+    ok = check_mpirun(sys.argv[2]) if sys.argv[1] == "mpirun" else check_slurm(sys.argv[2])
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
