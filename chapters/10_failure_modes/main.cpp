@@ -271,17 +271,15 @@ std::vector<ch10::MachineCommand> commands(const Paths& paths, const Case& c, co
   const std::string& worker_case = job.worker.empty() ? c.name : job.worker;
   std::vector<std::string> worker = {paths.broken, worker_case, "--timeout", "5"};
   if (job.fixed) worker.push_back("--fixed");
+  // ddprun FLAGS ch10_broken CASE ...: one machine's command line.
+  const auto ddprun = [&](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), paths.ddprun);
+    flags.insert(flags.end(), worker.begin(), worker.end());
+    return flags;
+  };
   const auto machine = [&](int node_rank, const std::string& name) {
-    std::vector<std::string> argv = {paths.ddprun,
-                                     "--nnodes",
-                                     "2",
-                                     "--node-rank",
-                                     std::to_string(node_rank),
-                                     "--nproc-per-node",
-                                     "2",
-                                     "--master-port",
-                                     std::to_string(port)};
-    argv.insert(argv.end(), worker.begin(), worker.end());
+    auto argv = ddprun({"--nnodes", "2", "--node-rank", std::to_string(node_rank),
+                        "--nproc-per-node", "2", "--master-port", std::to_string(port)});
     // Each machine has a local disk of its own; here, a directory of its own.
     if (worker_case == "rank-for-local-rank") {
       argv.insert(argv.end(), {"--data-dir", (scratch / name).string()});
@@ -289,17 +287,11 @@ std::vector<ch10::MachineCommand> commands(const Paths& paths, const Case& c, co
     return ch10::MachineCommand{"machine " + name, argv};
   };
   switch (job.launch) {
-    case Launch::kOneMachine: {
-      std::vector<std::string> argv = {paths.ddprun, "--standalone", "--nproc-per-node", "2"};
-      argv.insert(argv.end(), worker.begin(), worker.end());
-      return {{"machine A", argv}};
-    }
-    case Launch::kPortTaken: {
-      std::vector<std::string> argv = {paths.ddprun, "--nproc-per-node", "2", "--master-port",
-                                       std::to_string(port)};
-      argv.insert(argv.end(), worker.begin(), worker.end());
-      return {{"machine A", argv}};
-    }
+    case Launch::kOneMachine:
+      return {{"machine A", ddprun({"--standalone", "--nproc-per-node", "2"})}};
+    case Launch::kPortTaken:
+      return {
+          {"machine A", ddprun({"--nproc-per-node", "2", "--master-port", std::to_string(port)})}};
     case Launch::kMachineAOnly:
       return {machine(0, "A")};
     case Launch::kTwoMachines:
