@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include "dist/dist.h"
@@ -266,33 +267,26 @@ TEST(BadInput, MissingMasterAddr) {
 
 // mpirun and srun number the ranks but name no meeting point: the message says how to pass one.
 TEST(BadInput, MissingMasterAddrUnderMpirunOrSlurmSaysHowToPassIt) {
-  expect_init_fails(1,
-                    [&](int) {
-                      set_env({{"RANK", ""},
-                               {"WORLD_SIZE", ""},
-                               {"LOCAL_RANK", ""},
-                               {"LOCAL_WORLD_SIZE", ""},
-                               {"MASTER_ADDR", ""},
-                               {"MASTER_PORT", ""},
-                               {"OMPI_COMM_WORLD_RANK", "0"},
-                               {"OMPI_COMM_WORLD_SIZE", "1"}});
-                    },
+  // A launcher's variables with no meeting point, and none of torchrun's.
+  const auto only = [](std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](int) {
+      set_env({{"RANK", ""},
+               {"WORLD_SIZE", ""},
+               {"LOCAL_RANK", ""},
+               {"LOCAL_WORLD_SIZE", ""},
+               {"MASTER_ADDR", ""},
+               {"MASTER_PORT", ""}});
+      set_env(vars);
+    };
+  };
+  expect_init_fails(1, only({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}),
                     {2, "under mpirun, pass both to every rank: mpirun -x MASTER_ADDR="});
-  expect_init_fails(1,
-                    [&](int) {
-                      set_env({{"RANK", ""},
-                               {"WORLD_SIZE", ""},
-                               {"LOCAL_RANK", ""},
-                               {"LOCAL_WORLD_SIZE", ""},
-                               {"MASTER_ADDR", "127.0.0.1"},
-                               {"MASTER_PORT", ""},
-                               {"SLURM_PROCID", "0"},
-                               {"SLURM_NTASKS", "1"}});
-                    },
-                    {2,
-                     "MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
-                     "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you); "
-                     "under Slurm, export both before srun"});
+  expect_init_fails(
+      1, only({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"MASTER_ADDR", "127.0.0.1"}}),
+      {2,
+       "MASTER_PORT is not set: env:// needs a free port on rank 0's machine, "
+       "e.g. export MASTER_PORT=29500 (ddprun and torchrun set it for you); "
+       "under Slurm, export both before srun"});
 }
 
 TEST(BadInput, MissingRank) {
