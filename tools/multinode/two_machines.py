@@ -105,11 +105,16 @@ def run_machines(commands):
     return results
 
 
-def one_machine_lines(bin_dir, program):
-    """The same 2 x 2 layout on one machine: two ddprun on 127.0.0.1."""
+def free_port():
+    """A TCP port of 127.0.0.1 that is free now (not reserved: as ddprun --standalone picks one)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def one_machine_lines(bin_dir, program):
+    """The same 2 x 2 layout on one machine: two ddprun on 127.0.0.1 (tests/cluster uses it too)."""
+    port = free_port()
     commands = [(str(node), [f"{bin_dir}/ddprun", "--nnodes", "2", "--node-rank", str(node),
                              "--nproc-per-node", "2", "--master-port", str(port),
                              f"{bin_dir}/{program}"]) for node in (0, 1)]
