@@ -35,7 +35,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -281,23 +280,6 @@ std::int64_t load_checkpoint(const std::string& path, Classifier& model) {
   return epochs[0];
 }
 
-// FNV-1a over the bytes of every parameter: equal on all ranks, and between an uninterrupted
-// run and a resumed one, exactly when the bits are. (Not the BatchNorm buffers: without
-// SyncBatchNorm each rank keeps running statistics of its own batches, as in torch.)
-std::string fingerprint(Classifier& model) {
-  std::uint64_t h = 14695981039346656037ULL;
-  for (dist::Parameter* p : model.parameters()) {
-    for (float v : p->data.to_vector<float>()) {
-      unsigned char b[4];
-      std::memcpy(b, &v, 4);
-      for (unsigned char c : b) h = (h ^ c) * 1099511628211ULL;
-    }
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
-
 // ---- Evaluation --------------------------------------------------------------------------------
 
 // Every rank evaluates its shard of the test set, leaving out the sampler's padding (positions
@@ -517,7 +499,10 @@ int main(int argc, char** argv) {
     // ---- Step 5: the verdict: equal replicas, every test image counted once, the floor reached
     // (the last epoch's evaluation; a run resumed after its last epoch evaluates now)
     const auto [correct, counted] = evaluated ? *evaluated : evaluate(model, test, device);
-    const std::string print = fingerprint(model);
+    // Equal on all ranks, and between an uninterrupted run and a resumed one, exactly when the
+    // parameters' bits are. (Not the BatchNorm buffers: without SyncBatchNorm each rank keeps
+    // running statistics of its own batches, as in torch.)
+    const std::string print = dist::fingerprint(model.parameters());
     dist::out() << "parameters fingerprint " << print;
     std::vector<dist::Tensor> everyone;
     dist::all_gather(everyone,

@@ -6,6 +6,7 @@
 
 #include "dist/check.h"
 #include "dist/init.h"
+#include "util/fnv1a.h"
 
 namespace dist {
 namespace {
@@ -16,13 +17,15 @@ namespace {
 // instead of an all_reduce that hangs or mixes unrelated values.
 void verify_same_model(const std::vector<Parameter*>& parameters, ProcessGroup& group,
                        std::int64_t numel, Device device) {
-  std::uint64_t shape_hash = 14695981039346656037ULL;  // FNV-1a over the sizes, in order
+  util::Fnv1a shape_hash;  // over the sizes, in order
   for (const Parameter* p : parameters) {
-    shape_hash = (shape_hash ^ static_cast<std::uint64_t>(p->data.numel())) * 1099511628211ULL;
+    const std::int64_t n = p->data.numel();
+    shape_hash.add(&n, sizeof n);
   }
-  const Tensor mine = Tensor::from<std::int64_t>(
-      {static_cast<std::int64_t>(parameters.size()), numel, static_cast<std::int64_t>(shape_hash)},
-      device);
+  const Tensor mine =
+      Tensor::from<std::int64_t>({static_cast<std::int64_t>(parameters.size()), numel,
+                                  static_cast<std::int64_t>(shape_hash.value())},
+                                 device);
   std::vector<Tensor> everyone;
   group.all_gather(everyone, mine);
   const std::vector<std::int64_t> first = everyone[0].to_vector<std::int64_t>();
@@ -158,7 +161,12 @@ void DistributedDataParallel::launch_ready_buckets() {
       }
       cv_.notify_all();
     } else {
-      all_reduce_bucket(launched_, default_group());
+      try {
+        all_reduce_bucket(launched_, default_group());
+      } catch (const Error&) {
+        failed_ = true;
+        throw;
+      }
     }
     ++launched_;
   }
@@ -219,15 +227,15 @@ void DistributedDataParallel::finish_gradient_sync() {
     // that only a broken thread could miss.
     const auto deadline = std::chrono::steady_clock::now() + 2 * timeout_ + std::chrono::seconds(1);
     if (!cv_.wait_until(lock, deadline, [&] { return reduced_ == buckets_.size(); })) {
+      failed_ = true;
       throw TimeoutError(
           "DistributedDataParallel: the gradient buckets were not all-reduced "
           "before the deadline");
     }
     reduced_ = 0;
     if (error_ != nullptr) {
-      std::exception_ptr e = error_;
-      error_ = nullptr;
-      std::rethrow_exception(e);
+      failed_ = true;
+      std::rethrow_exception(error_);
     }
   }
   for (Bucket& b : buckets_) {

@@ -3,7 +3,6 @@
 
 #include <string>
 
-#include "backends/choice.h"
 #include "dist/check.h"
 #include "dist/env.h"
 #include "gpu/gpu.h"
@@ -42,7 +41,7 @@ int cuda_device_count() {
 }
 
 std::string cuda_unavailable_reason() {
-  return backends::no_gpu_reason(gpu::census());
+  return gpu::no_gpu_reason(gpu::census());
 }
 
 }  // namespace dist

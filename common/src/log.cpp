@@ -3,13 +3,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "dist/check.h"
 #include "dist/env.h"
-#include "dist/init.h"
+#include "log_identity.h"
 
 namespace dist {
 namespace {
@@ -28,32 +30,47 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-}  // namespace
+// Rank and world size in one word, so that a reader never sees one without the other;
+// kNoIdentity until init sets it.
+constexpr std::uint64_t kNoIdentity = ~std::uint64_t{0};
+std::atomic<std::uint64_t> g_identity{kNoIdentity};
 
-namespace {
+struct Identity {
+  int rank = 0;
+  int world_size = 1;
+};
 
-// The rank and world size to show: the group's, or before init the launcher's when they parse
-// (a bad value is reported by init_process_group, not here), or 0 and 1.
-DistInfo shown_identity() {
-  DistInfo info = get_dist_info();
-  if (!info.initialized) {
-    try {
-      const LaunchEnv env = read_launch_env();
-      if (env.rank && env.world_size && *env.rank < *env.world_size) {
-        info.rank = *env.rank;
-        info.world_size = *env.world_size;
-      }
-    } catch (const ConfigError&) {
-    }
+// The rank and world size to show: init's, or before init the launcher's when they parse (a bad
+// value is reported by init_process_group, not here), or 0 and 1.
+Identity shown_identity() {
+  if (const std::uint64_t packed = g_identity.load(); packed != kNoIdentity) {
+    return {static_cast<int>(packed >> 32), static_cast<int>(packed & 0xffffffffu)};
   }
-  return info;
+  Identity shown;
+  try {
+    const LaunchEnv env = read_launch_env();
+    if (env.rank && env.world_size && *env.rank < *env.world_size) {
+      shown = {*env.rank, *env.world_size};
+    }
+  } catch (const ConfigError&) {
+  }
+  return shown;
 }
 
 }  // namespace
 
+void set_log_identity(int rank, int world_size) {
+  g_identity = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rank)) << 32) |
+               static_cast<std::uint32_t>(world_size);
+}
+
+void clear_log_identity() {
+  g_identity = kNoIdentity;
+}
+
 std::string rank_prefix() {
-  const DistInfo info = shown_identity();
-  return "[rank " + std::to_string(info.rank) + "/" + std::to_string(info.world_size) + "] ";
+  const Identity shown = shown_identity();
+  return "[rank " + std::to_string(shown.rank) + "/" + std::to_string(shown.world_size) + "] ";
 }
 
 Line::Line(Sink sink) : sink_(sink) {}

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "dist/check.h"
 #include "gpu/gpu.h"
 #include "nn_math.h"
+#include "util/fnv1a.h"
 
 namespace dist {
 namespace {
@@ -445,6 +447,17 @@ void SGD::step() {
     }
     for (std::int64_t i = 0; i < n; ++i) data[i] = nn_math::sgd(data[i], grad[i], lr);
   }
+}
+
+std::string fingerprint(const std::vector<Parameter*>& parameters) {
+  util::Fnv1a hash;
+  for (const Parameter* p : parameters) {
+    const std::vector<float> values = p->data.to_vector<float>();
+    hash.add(values.data(), values.size() * sizeof(float));
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.value()));
+  return text;
 }
 
 }  // namespace dist

@@ -1,7 +1,79 @@
-// Backend-independent pieces of dist/process_group.h.
+// What every backend's calls share (dist/process_group.h): the argument checks, the numbering of
+// calls, the DIST_DEBUG=DETAIL hook, the rule for 0 elements, and a group that stays closed after
+// its first failure. The backends (common/src/backends/) only move data.
 #include "dist/process_group.h"
 
+#include <algorithm>
+#include <utility>
+
+#include "dist/check.h"
+
 namespace dist {
+namespace {
+
+// `r` must be a rank of a group of `size` ranks; `what` names the argument ("src", "dst").
+void check_rank(int r, int size, const char* what) {
+  if (r < 0 || r >= size) {
+    throw ConfigError(std::string(what) + " rank " + std::to_string(r) +
+                      " is out of range for world_size " + std::to_string(size));
+  }
+}
+
+// The same, and not `self`: a rank cannot send to or receive from itself.
+void check_peer(int r, int self, int size, const char* what) {
+  check_rank(r, size, what);
+  if (r == self) {
+    throw ConfigError(std::string(what) + " rank " + std::to_string(r) + " is this rank itself");
+  }
+}
+
+// Bitwise ops need integers; AVG needs a floating dtype (the average of integers is not one).
+void check_op_fits(ReduceOp op, DType dtype) {
+  const bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
+  if (bitwise && is_floating_point(dtype)) {
+    throw ConfigError(std::string("ReduceOp::") + reduce_op_name(op) +
+                      " needs an integer tensor, but this one is " +
+                      std::string(dtype_name(dtype)) +
+                      ": bitwise reductions are defined only for int32 and int64");
+  }
+  if (op == ReduceOp::AVG && !is_floating_point(dtype)) {
+    throw ConfigError(std::string("ReduceOp::AVG needs a floating-point tensor, but this one is ") +
+                      std::string(dtype_name(dtype)) +
+                      ": the average of integers is not an integer. Convert first with "
+                      ".to(dist::kFloat32), or use SUM and divide");
+  }
+}
+
+std::string describe(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + ", " + std::to_string(t.numel()) + " elements" +
+         (t.is_cuda() ? ", " + t.device().str() : "");
+}
+
+// The inputs of a reduce_scatter, or of a scatter on its source rank: one tensor per rank, each
+// with `output`'s numel and dtype.
+void check_one_per_rank(const char* call, const std::vector<Tensor>* inputs, const Tensor& output,
+                        int size) {
+  if (inputs == nullptr || static_cast<int>(inputs->size()) != size) {
+    throw ConfigError(std::string(call) + " needs one input tensor per rank: got " +
+                      (inputs == nullptr ? "none" : std::to_string(inputs->size())) +
+                      " for world_size " + std::to_string(size));
+  }
+  for (std::size_t r = 0; r < inputs->size(); ++r) {
+    const Tensor& in = (*inputs)[r];
+    if (in.numel() != output.numel() || in.dtype() != output.dtype()) {
+      throw ConfigError(std::string(call) + " input " + std::to_string(r) + " (" + describe(in) +
+                        ") does not match the output (" + describe(output) +
+                        "): every input must have the output's size and dtype");
+    }
+  }
+}
+
+std::vector<Tensor> empty_per_rank(const Tensor& like, int size) {
+  return std::vector<Tensor>(static_cast<std::size_t>(size),
+                             Tensor(0, like.dtype(), like.device()));
+}
+
+}  // namespace
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
@@ -23,6 +95,164 @@ const char* reduce_op_name(ReduceOp op) {
       return "BXOR";
   }
   return "?";
+}
+
+// ---- How a call is named ----------------------------------------------------------------------
+
+std::string ProcessGroup::Call::details() const {
+  if (tensor == nullptr) return "";
+  std::string text = op ? std::string(reduce_op_name(*op)) + ", " : "";
+  text += describe(*tensor);
+  if (peer_role != nullptr) {
+    const std::string role = peer_role;
+    text += (role == "to" || role == "from" ? " " + role + " rank " : ", " + role + " ") +
+            std::to_string(peer);
+  }
+  return text;
+}
+
+std::string ProcessGroup::Call::str() const {
+  const std::string what = details();
+  return std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
+         (what.empty() ? "" : " (" + what + ")");
+}
+
+std::string ProcessGroup::Call::fingerprint() const {
+  if (tensor == nullptr) return std::string(name) + "()";
+  std::string detail = op ? reduce_op_name(*op) : "";
+  if (peer_role != nullptr) detail = std::string(peer_role) + " " + std::to_string(peer);
+  return std::string(name) + "(" + detail + (detail.empty() ? "" : ", ") +
+         std::string(dtype_name(tensor->dtype())) + ", " + std::to_string(tensor->numel()) +
+         " elements, " + tensor->device().str() + ")";
+}
+
+// ---- The calls ---------------------------------------------------------------------------------
+
+ProcessGroup::ProcessGroup(int rank, int size, std::string backend,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), backend_(std::move(backend)), timeout_(timeout) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::check_tensor(const Tensor&, const char*) const {}
+void ProcessGroup::check_op(ReduceOp) const {}
+
+void ProcessGroup::set_call_checker(std::unique_ptr<CallChecker> checker) {
+  checker_ = std::move(checker);
+}
+
+// Numbers the call, refuses it on a closed group, runs the DETAIL check, then the body. A
+// ConfigError from the body means the backend refused the arguments before anything moved; any
+// other error leaves the connections in an unknown state (half a message may be on the wire),
+// so the group is closed and every later call refused.
+template <typename Body>
+void ProcessGroup::run(Call call, Body&& body) {
+  call.seq = call.collective ? ++sequence_ : sequence_;
+  if (!closed_.empty()) {
+    throw Error(call.str() + " on rank " + std::to_string(rank_) +
+                ": this process group was closed after an earlier error (" + closed_ +
+                "); start again with destroy_process_group() and init_process_group()");
+  }
+  call_ = std::move(call);
+  if (checker_ != nullptr && call_.collective) checker_->check(call_);
+  try {
+    body();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    closed_ = what.substr(0, what.find(". "));
+    close();
+    throw;
+  }
+}
+
+void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_op_fits(op, tensor.dtype());
+  check_op(op);
+  check_tensor(tensor, "all_reduce");
+  run({.name = "all_reduce", .tensor = &tensor, .op = op}, [&] {
+    if (tensor.numel() == 0) return do_barrier();
+    do_all_reduce(tensor, op);
+  });
+}
+
+void ProcessGroup::broadcast(Tensor& tensor, int src) {
+  check_rank(src, size_, "src");
+  check_tensor(tensor, "broadcast");
+  run({.name = "broadcast", .tensor = &tensor, .peer_role = "src", .peer = src}, [&] {
+    if (tensor.numel() == 0) return do_barrier();
+    do_broadcast(tensor, src);
+  });
+}
+
+void ProcessGroup::barrier() {
+  run({.name = "barrier"}, [&] { do_barrier(); });
+}
+
+void ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_tensor(input, "all_gather");
+  run({.name = "all_gather", .tensor = &input}, [&] {
+    if (input.numel() > 0) return do_all_gather(outputs, input);
+    outputs = empty_per_rank(input, size_);
+    do_barrier();
+  });
+}
+
+void ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  check_op_fits(op, output.dtype());
+  check_op(op);
+  check_tensor(output, "reduce_scatter");
+  check_one_per_rank("reduce_scatter", &inputs, output, size_);
+  for (const Tensor& in : inputs) check_tensor(in, "reduce_scatter");
+  run({.name = "reduce_scatter", .tensor = &output, .op = op}, [&] {
+    if (output.numel() == 0) return do_barrier();
+    do_reduce_scatter(output, inputs, op);
+  });
+}
+
+void ProcessGroup::gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) {
+  check_rank(dst, size_, "dst");
+  check_tensor(input, "gather");
+  const bool root = rank_ == dst;
+  DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
+  run({.name = "gather", .tensor = &input, .peer_role = "dst", .peer = dst}, [&] {
+    if (input.numel() > 0) return do_gather(input, root ? outputs : nullptr, dst);
+    do_barrier();
+    if (root) *outputs = empty_per_rank(input, size_);
+  });
+}
+
+void ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) {
+  check_rank(src, size_, "src");
+  check_tensor(output, "scatter");
+  const bool root = rank_ == src;
+  if (root) {
+    check_one_per_rank("scatter", inputs, output, size_);
+    for (const Tensor& in : *inputs) check_tensor(in, "scatter");
+  }
+  run({.name = "scatter", .tensor = &output, .peer_role = "src", .peer = src}, [&] {
+    if (output.numel() == 0) return do_barrier();
+    do_scatter(output, root ? inputs : nullptr, src);
+  });
+}
+
+void ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
+  check_peer(dst, rank_, size_, "dst");
+  check_tensor(tensor, "send");
+  run({.name = "send", .collective = false, .tensor = &tensor, .peer_role = "to", .peer = dst},
+      [&] {
+        if (tensor.numel() > 0) do_send(tensor, dst, tag);
+      });
+}
+
+void ProcessGroup::recv(Tensor& tensor, int src, int tag) {
+  check_peer(src, rank_, size_, "src");
+  check_tensor(tensor, "recv");
+  run({.name = "recv", .collective = false, .tensor = &tensor, .peer_role = "from", .peer = src},
+      [&] {
+        if (tensor.numel() > 0) do_recv(tensor, src, tag);
+      });
 }
 
 }  // namespace dist

@@ -5,7 +5,7 @@
 #include <thread>
 #include <utility>
 
-#include "dist/zero_first.h"
+#include "dist/files.h"
 
 namespace dist {
 namespace {

@@ -1,13 +1,7 @@
-// The rank-0-first guard and atomic file writes (dist/zero_first.h; taught in chapter 05).
+// The rank-0-first guard (dist/zero_first.h; taught in chapter 05).
 #include "dist/zero_first.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <exception>
 #include <limits>
 #include <string>
@@ -16,6 +10,7 @@
 #include "dist/init.h"
 #include "dist/log.h"
 #include "dist/tensor.h"
+#include "one_number.h"
 
 namespace dist {
 namespace {
@@ -25,9 +20,7 @@ namespace {
 constexpr std::int32_t kFine = std::numeric_limits<std::int32_t>::max();
 
 std::int32_t exchange_status(std::int32_t mine) {
-  Tensor status = full(1, mine, kInt32, get_device());
-  all_reduce(status, ReduceOp::MIN);
-  return static_cast<std::int32_t>(status.item(0));
+  return static_cast<std::int32_t>(all_reduce_number(mine, kInt32, ReduceOp::MIN));
 }
 
 Error leader_failed(std::int32_t failed_rank) {
@@ -36,10 +29,6 @@ Error leader_failed(std::int32_t failed_rank) {
                "what it was preparing cannot be used and rank " +
                std::to_string(get_rank()) + " stops too; fix rank " + std::to_string(failed_rank) +
                "'s error and run again");
-}
-
-std::string system_error(const std::string& what, const std::string& path) {
-  return what + " " + path + ": " + std::strerror(errno);
 }
 
 }  // namespace
@@ -84,42 +73,5 @@ ZeroFirst::~ZeroFirst() noexcept(false) {
   }
 }
 // --8<-- [end:zero_first_destructor]
-
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  // Same directory as `path`, so that rename() stays within one file system and is atomic; the
-  // host and pid make the name unique even when two machines share the directory.
-  const std::string temp = path + ".tmp-" + host + "-" + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(system_error("cannot create", temp) + "; does the directory exist?");
-  std::size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const Error error(system_error("cannot write", temp));
-      ::close(fd);
-      ::unlink(temp.c_str());
-      throw error;
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  // fsync before rename: after a crash the new name must not point at an empty file.
-  const bool synced = ::fsync(fd) == 0;
-  const int fsync_errno = errno;
-  const bool closed = ::close(fd) == 0;  // always close, even when fsync failed
-  if (!synced || !closed) {
-    if (!synced) errno = fsync_errno;
-    const Error error(system_error("cannot flush", temp));
-    ::unlink(temp.c_str());
-    throw error;
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const Error error(system_error("cannot rename " + temp + " to", path));
-    ::unlink(temp.c_str());
-    throw error;
-  }
-}
 
 }  // namespace dist

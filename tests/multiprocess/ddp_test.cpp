@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,40 @@ TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
                : 1;
   });
   EXPECT_EQ(results[0].exit_code, 0) << describe(results);
+}
+
+// A gradient all_reduce that fails (here: rank 1 exits instead of averaging) leaves the step's
+// gradients half-averaged and the group closed. Rank 0 catches the error and tries the next
+// step anyway: DDP refuses it, saying why, on both paths (one call at the end, and overlap).
+TEST(Ddp, AfterAFailedGradientSyncTheNextStepIsRefused) {
+  for (const bool overlap : {false, true}) {
+    const int port = dist::testing::free_port();
+    auto results = run_ranks(2, [&](int rank) {
+      set_launcher_env(rank, 2, port);
+      dist::init_process_group({.timeout = 10s});
+      dist::Linear model(1, 1, {{1}, {0}});
+      dist::DistributedDataParallel ddp(model.parameters(), {.overlap = overlap});
+      if (rank == 1) std::_Exit(3);  // gone before the gradients are averaged
+      std::string first, second;
+      try {
+        ddp.average_gradients();
+      } catch (const dist::Error& e) {
+        first = e.what();
+      }
+      try {
+        ddp.average_gradients();
+      } catch (const dist::Error& e) {
+        second = e.what();
+      }
+      std::printf("first: %s\nsecond: %s\n", first.c_str(), second.c_str());
+      return !first.empty() && contains(second,
+                                        "DistributedDataParallel: an earlier gradient all_reduce "
+                                        "failed")
+                 ? 0
+                 : 1;
+    });
+    EXPECT_EQ(results[0].exit_code, 0) << "overlap " << overlap << "\n" << describe(results);
+  }
 }
 
 }  // namespace

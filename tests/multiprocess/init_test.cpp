@@ -645,7 +645,7 @@ TEST(AfterInit, ARankThatCatchesTheErrorStillLetsItsPeersFailFast) {
     const auto at = result.output.find("failed after ");
     ASSERT_NE(at, std::string::npos) << describe(results);
     EXPECT_LT(std::stol(result.output.substr(at + 13)), 5000) << describe(results);
-    EXPECT_TRUE(contains(result.output, "barrier on rank " + std::to_string(r) +
+    EXPECT_TRUE(contains(result.output, "barrier #3 on rank " + std::to_string(r) +
                                             ": this process group was closed after an earlier "
                                             "error (all_reduce #2"))
         << describe(results);
@@ -858,7 +858,7 @@ TEST(DebugDetail, ARankThatNeverCallsIsNamed) {
     const auto& result = results[static_cast<std::size_t>(r)];
     EXPECT_EQ(result.exit_code, 1) << describe(results);
     EXPECT_TRUE(contains(result.output, "collective #1 all_reduce(SUM") &&
-                contains(result.output, "rank(s) 1 did not reach it within 2 s"))
+                contains(result.output, "rank 1 did not reach it within 2 s"))
         << describe(results);
   }
 }

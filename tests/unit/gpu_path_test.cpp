@@ -161,11 +161,10 @@ TEST(NcclUniqueId, RankZeroMakesItOnceAndEveryRankReceivesItsBytes) {
   for (int rank = kWorld - 1; rank >= 0; --rank) {  // rank 0 last: the others must wait for it
     ranks.emplace_back([&, rank] {
       dist::TCPStore store(store_options(server.port(), false, 5s));
-      got[static_cast<std::size_t>(rank)] =
-          dist::backends::share_unique_id(store, rank, dist::backends::unique_id_key(0), [&] {
-            ++made;
-            return id_filled_with('q');
-          });
+      got[static_cast<std::size_t>(rank)] = dist::backends::share_unique_id(store, rank, [&] {
+        ++made;
+        return id_filled_with('q');
+      });
     });
   }
   for (auto& t : ranks) t.join();
@@ -173,20 +172,20 @@ TEST(NcclUniqueId, RankZeroMakesItOnceAndEveryRankReceivesItsBytes) {
   for (const auto& id : got) EXPECT_EQ(id, id_filled_with('q'));
 }
 
-TEST(NcclUniqueId, EachCommunicatorHasItsOwnKey) {
-  dist::TCPStore server(store_options(0, true, 5s));
-  EXPECT_NE(dist::backends::unique_id_key(0), dist::backends::unique_id_key(1));
-  for (std::uint64_t comm = 0; comm < 2; ++comm) {
-    const char fill = static_cast<char>('a' + comm);
-    dist::backends::share_unique_id(server, 0, dist::backends::unique_id_key(comm),
-                                    [&] { return id_filled_with(fill); });
+TEST(NcclUniqueId, EachGroupReadsTheIdOfItsOwnKeySpace) {
+  // The default group and a new_group() share one store, each under a prefix of its own.
+  auto server = std::make_shared<dist::TCPStore>(store_options(0, true, 5s));
+  auto client = std::make_shared<dist::TCPStore>(store_options(server->port(), false, 5s));
+  const std::vector<std::string> groups = {"default/0/nccl", "subgroup/0/nccl"};
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    dist::PrefixStore on_rank0(groups[g], server);
+    const char fill = static_cast<char>('a' + g);
+    dist::backends::share_unique_id(on_rank0, 0, [&] { return id_filled_with(fill); });
   }
-  dist::TCPStore client(store_options(server.port(), false, 5s));
   auto never = []() -> dist::backends::NcclUniqueId { throw std::logic_error("not rank 0"); };
-  EXPECT_EQ(dist::backends::share_unique_id(client, 1, dist::backends::unique_id_key(1), never),
-            id_filled_with('b'));
-  EXPECT_EQ(dist::backends::share_unique_id(client, 1, dist::backends::unique_id_key(0), never),
-            id_filled_with('a'));
+  dist::PrefixStore second(groups[1], client), first(groups[0], client);
+  EXPECT_EQ(dist::backends::share_unique_id(second, 1, never), id_filled_with('b'));
+  EXPECT_EQ(dist::backends::share_unique_id(first, 1, never), id_filled_with('a'));
 }
 
 TEST(NcclUniqueId, ARankZeroThatNeverPublishesEndsInATimeoutNamingIt) {
@@ -194,24 +193,22 @@ TEST(NcclUniqueId, ARankZeroThatNeverPublishesEndsInATimeoutNamingIt) {
   dist::TCPStore client(store_options(server.port(), false, 300ms));
   const auto start = Clock::now();
   try {
-    dist::backends::share_unique_id(client, 2, dist::backends::unique_id_key(0),
-                                    [] { return dist::backends::NcclUniqueId{}; });
+    dist::backends::share_unique_id(client, 2, [] { return dist::backends::NcclUniqueId{}; });
     FAIL() << "expected a timeout";
   } catch (const dist::TimeoutError& e) {
     const std::string what = e.what();
     EXPECT_TRUE(contains(what, "rank 2 waited 0.3 s for rank 0 to publish the NCCL unique id"))
         << what;
-    EXPECT_TRUE(contains(what, dist::backends::unique_id_key(0))) << what;
+    EXPECT_TRUE(contains(what, dist::backends::kUniqueIdKey)) << what;
   }
   EXPECT_LT(Clock::now() - start, 3s);
 }
 
 TEST(NcclUniqueId, AValueOfTheWrongSizeIsRefused) {
   dist::TCPStore server(store_options(0, true, 5s));
-  server.set(dist::backends::unique_id_key(0), "not an id");
+  server.set(dist::backends::kUniqueIdKey, "not an id");
   try {
-    dist::backends::share_unique_id(server, 1, dist::backends::unique_id_key(0),
-                                    [] { return dist::backends::NcclUniqueId{}; });
+    dist::backends::share_unique_id(server, 1, [] { return dist::backends::NcclUniqueId{}; });
     FAIL() << "expected an error";
   } catch (const dist::Error& e) {
     EXPECT_TRUE(contains(e.what(), "has 9 bytes instead of 128")) << e.what();

@@ -81,6 +81,8 @@ class DistributedDataParallel {
   // have been marked ready. Within no_sync() both calls do nothing.
   void finish_gradient_sync();
   // grads_ready(every parameter), then finish_gradient_sync(): the loop of chapter 08.
+  // Once a gradient all_reduce has failed, all three throw dist::Error: the replicas may no
+  // longer be equal, so destroy this object and the process group.
   void average_gradients();
 
   // torch's `with ddp.no_sync():` for gradient accumulation: while the returned guard lives,
@@ -108,7 +110,9 @@ class DistributedDataParallel {
   bool overlapping() const { return comm_ != nullptr; }
 
  private:
-  void check_usable() const;  // throws once a gradient all_reduce has failed
+  // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the
+  // step's gradients are only partly averaged, so no later step may build on them.
+  void check_usable() const;
   void launch_ready_buckets();
   void all_reduce_bucket(std::size_t b, ProcessGroup& group);
   void worker();
@@ -122,7 +126,7 @@ class DistributedDataParallel {
   std::vector<std::int64_t> offset_of_;  // parameter index -> offset in its bucket
   std::unordered_map<const Parameter*, std::size_t> index_of_;
   int no_sync_depth_ = 0;
-  bool failed_ = false;
+  bool failed_ = false;  // a gradient all_reduce failed (see check_usable)
 
   // This step's progress.
   std::vector<bool> ready_;

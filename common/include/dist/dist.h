@@ -5,6 +5,7 @@
 #include "dist/cli.h"
 #include "dist/device.h"
 #include "dist/env.h"
+#include "dist/files.h"
 #include "dist/init.h"
 #include "dist/log.h"
 #include "dist/process_group.h"

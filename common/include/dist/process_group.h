@@ -9,17 +9,38 @@
 //   * Every rank must make the same collective calls in the same order with matching sizes and
 //     dtypes; a rank that skips one leaves the others waiting until the group's timeout, which
 //     then fails with dist::TimeoutError naming the operation and its sequence number.
-//   * A peer that dies makes the others fail with dist::Error, not hang.
-//   * Ranks that call the same collective with different sizes or dtypes break the contract:
-//     Gloo notices on its network thread, where nothing can catch it, and the receiving rank
-//     aborts (SIGABRT) after printing a rank-tagged "fatal:" line and a hint.
+//   * A peer that dies makes the others fail with dist::Error, not hang. After the first call that
+//     fails, the group refuses every later call, naming that first error.
 //   * Tensors of 0 elements are allowed and do nothing but synchronise.
+//
+// Who runs what, and how mismatched calls (ranks that called different collectives, or the same
+// one with different sizes, dtypes or ops) are caught:
+//   * Gloo, all_reduce, all_gather, reduce_scatter: on the backend's own synchronous mesh
+//     (common/src/backends/gloo_mesh.h): one exchange for a small all_reduce, chapter 04's ring
+//     for the rest. Every call first exchanges a header (call number, count, dtype, op), so
+//     ranks that called differently all stop at once with an error showing each rank's call.
+//   * Gloo, broadcast, barrier, gather, scatter, send, recv: Gloo's own algorithms. Gloo notices a
+//     message of the wrong size on its network thread, where nothing can catch it: the receiving
+//     rank aborts (SIGABRT) after a rank-tagged "fatal:" line and a hint. A call that the others
+//     never make ends in a timeout.
+//   * NCCL, every call: NCCL checks nothing across ranks; mismatched calls end in a timeout (or,
+//     for sizes, in wrong results), and the communicator is aborted.
+//   * With DIST_DEBUG=DETAIL, every collective on either backend is first compared across ranks
+//     through the store (op, reduce op, dtype, size, device, root), so any mismatch stops every
+//     rank with each rank's call, before data moves (chapter 10).
+//
+// For whoever adds a backend: the public calls are not virtual. ProcessGroup checks the
+// arguments, numbers the call, runs the DIST_DEBUG=DETAIL check, turns a call on 0 elements into
+// a barrier, and refuses calls once the group has failed; a backend implements the protected
+// do_*() functions, which see only calls that passed all of that (call() says which call it is).
 //
 // Taught in: chapter 04 (all_reduce), chapter 05 (barrier).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,39 +54,105 @@ const char* reduce_op_name(ReduceOp op);  // "SUM", ...
 
 class ProcessGroup {
  public:
-  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
-  virtual ~ProcessGroup() = default;
+  virtual ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  virtual std::string backend() const = 0;
-  virtual std::chrono::milliseconds timeout() const = 0;
+  std::string backend() const { return backend_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Every rank ends with the element-wise reduction of every rank's `tensor`.
-  virtual void all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  void all_reduce(Tensor& tensor, ReduceOp op);
   // Every rank ends with rank `src`'s `tensor`.
-  virtual void broadcast(Tensor& tensor, int src) = 0;
+  void broadcast(Tensor& tensor, int src);
   // Returns once every rank has called it.
-  virtual void barrier() = 0;
+  void barrier();
   // outputs[i] = rank i's `input`, on every rank. `outputs` is resized to size(); entries that
   // already have the input's size, dtype and device may be filled in place (as torch fills the
   // list it is given), the others are replaced.
-  virtual void all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  void all_gather(std::vector<Tensor>& outputs, const Tensor& input);
   // Rank r ends with the reduction over ranks of inputs[r]; inputs.size() == size().
-  virtual void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) = 0;
+  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
   // Rank `dst` gets outputs[i] = rank i's `input`; `outputs` is ignored on other ranks.
-  virtual void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) = 0;
+  void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst);
   // Rank r ends with `src`'s inputs[r] in `output`; `inputs` is read on rank `src` only.
-  virtual void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) = 0;
+  void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src);
   // Point to point: a send must meet a recv with the same tag, size and dtype.
-  virtual void send(const Tensor& tensor, int dst, int tag) = 0;
-  virtual void recv(Tensor& tensor, int src, int tag) = 0;
+  void send(const Tensor& tensor, int dst, int tag);
+  void recv(Tensor& tensor, int src, int tag);
+
+  // One call, as messages name it. Collectives are numbered 1, 2, ... in the order this rank
+  // makes them, the same on every rank that makes the same calls; send and recv are not
+  // collectives and carry the number of the last collective.
+  struct Call {
+    const char* name = "";
+    std::uint64_t seq = 0;
+    bool collective = true;
+    const Tensor* tensor = nullptr;  // the tensor that describes the call; none for barrier
+    std::optional<ReduceOp> op;
+    const char* peer_role = nullptr;  // "src" or "dst" for a rooted collective, "to"/"from" p2p
+    int peer = -1;
+
+    // "SUM, torch.float32, 4 elements" (", cuda:0" for a GPU tensor; ", src 0"; " to rank 1").
+    std::string details() const;
+    // "all_reduce #3 (SUM, torch.float32, 4 elements)": how errors name the call.
+    std::string str() const;
+    // "all_reduce(SUM, torch.float32, 4 elements, cpu)": what DIST_DEBUG=DETAIL compares.
+    std::string fingerprint() const;
+  };
+
+  // DIST_DEBUG=DETAIL (common/src/debug_group.h): a check that runs before every collective and
+  // throws when the ranks' calls differ. The group owns it.
+  class CallChecker {
+   public:
+    virtual ~CallChecker() = default;
+    virtual void check(const Call& call) = 0;
+  };
+  void set_call_checker(std::unique_ptr<CallChecker> checker);
+
+ protected:
+  ProcessGroup(int rank, int size, std::string backend, std::chrono::milliseconds timeout);
+
+  // The call being made; valid inside the do_*() functions.
+  const Call& call() const { return call_; }
+
+  // What a backend refuses beyond the common checks, before the call is numbered: each tensor
+  // argument (`call` names the collective), and the reduce op. Throw a ConfigError to refuse.
+  virtual void check_tensor(const Tensor& tensor, const char* call) const;
+  virtual void check_op(ReduceOp op) const;
+
+  // Each runs with its arguments checked, on tensors of at least one element.
+  virtual void do_all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  virtual void do_broadcast(Tensor& tensor, int src) = 0;
+  virtual void do_barrier() = 0;
+  virtual void do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  virtual void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                 ReduceOp op) = 0;
+  // `outputs` is non-null on the destination rank.
+  virtual void do_gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) = 0;
+  // `inputs` holds one tensor per rank, each of the output's size and dtype, on the source rank.
+  virtual void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) = 0;
+  virtual void do_send(const Tensor& tensor, int dst, int tag) = 0;
+  virtual void do_recv(Tensor& tensor, int src, int tag) = 0;
+  // Runs once, after the first call that failed: drop the connections (or abort the
+  // communicator), so that peers waiting on this rank fail at once instead of at their timeout,
+  // even when the program catches the error and goes on.
+  virtual void close() noexcept = 0;
 
  private:
+  template <typename Body>
+  void run(Call call, Body&& body);
+
   int rank_;
   int size_;
+  std::string backend_;
+  std::chrono::milliseconds timeout_;
+  std::uint64_t sequence_ = 0;
+  Call call_;
+  std::unique_ptr<CallChecker> checker_;
+  std::string closed_;  // why the group was closed; empty while it is usable
 };
 
 }  // namespace dist

@@ -34,13 +34,14 @@
 // waiting ranks fail with dist::TimeoutError. Without init_process_group it does nothing, as the
 // seed's rank -1 does.
 //
-// write_file_atomically is its companion: the first rank writes to a temporary file in the same
-// directory and renames it into place, so a reader sees no file or the whole file, never half.
+// write_file_atomically (dist/files.h, included here) is its companion: the first rank writes to a
+// temporary file in the same directory and renames it into place, so a reader sees no file or the
+// whole file, never half.
 //
 // Taught in: chapter 05 (barrier).
 #pragma once
 
-#include <string>
+#include "dist/files.h"
 
 namespace dist {
 
@@ -63,11 +64,5 @@ class ZeroFirst {
   bool leads_ = true;
   int uncaught_at_entry_ = 0;
 };
-
-// Writes `contents` to `path` so that no reader ever sees a partial file: a temporary file next to
-// it (named after the host and the process), flushed to disk, then renamed over `path` (rename is
-// atomic within one file system). The directory must exist. Throws dist::Error naming the path
-// and the system's reason on failure, and leaves no temporary file behind.
-void write_file_atomically(const std::string& path, const std::string& contents);
 
 }  // namespace dist

@@ -2,41 +2,12 @@
 #include "backends/choice.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 namespace dist::backends {
 
-std::string no_gpu_reason(const gpu::Census& c) {
-  if (!c.built_with_cuda) {
-    return "this program was built without the GPU path (a CPU-only preset); build it with "
-           "`cmake --workflow --preset cuda` on a machine with the CUDA toolkit";
-  }
-  if (c.device_count > 0) return "";
-  // Without any NVIDIA driver the CUDA runtime says "driver version is insufficient", which sends
-  // people looking for a driver upgrade they do not need.
-  if (!c.driver_loaded) {
-    return "no NVIDIA driver is loaded on this machine (/proc/driver/nvidia is missing), so it "
-           "has no usable GPU";
-  }
-  if (c.runtime_error == gpu::kCudaErrorInsufficientDriver) {
-    return "the NVIDIA driver is older than this CUDA toolkit needs (CUDA says: " +
-           c.runtime_error_text + "); upgrade the driver";
-  }
-  if (c.runtime_error == gpu::kCudaErrorNoDevice || c.runtime_error == 0) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    return std::string("the NVIDIA driver is loaded but this process sees no GPU") +
-           (visible != nullptr
-                ? " (CUDA_VISIBLE_DEVICES=\"" + std::string(visible) + "\" hides them?)"
-                : "") +
-           "; check `nvidia-smi`";
-  }
-  return "CUDA cannot use this machine's GPUs (CUDA says: " + c.runtime_error_text +
-         "); check `nvidia-smi`";
-}
-
 std::string nccl_problem(const gpu::Census& c, int local_rank, int local_world_size) {
-  if (std::string reason = no_gpu_reason(c); !reason.empty()) return reason;
+  if (std::string reason = gpu::no_gpu_reason(c); !reason.empty()) return reason;
   const int gpus = c.device_count;
   const std::string shown = std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
   if (local_rank >= gpus || local_world_size > gpus) {

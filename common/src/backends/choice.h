@@ -1,5 +1,5 @@
 // Which backend a rank can run, and what `auto` picks (internal; used by init.cpp, tested by
-// tests/unit/backend_choice_test.cpp with made-up machines).
+// tests/unit/gpu_path_test.cpp with made-up machines).
 //
 // NCCL needs, on every rank: a build with the GPU path, a loaded driver, and a GPU of its own,
 // i.e. LOCAL_RANK < the number of GPUs this process sees, for every local rank of the machine.
@@ -16,9 +16,6 @@ namespace dist::backends {
 
 // Why this rank cannot run NCCL, as a sentence; "" when it can.
 std::string nccl_problem(const gpu::Census& census, int local_rank, int local_world_size);
-
-// Why the census leaves this process without any GPU; "" when it sees at least one.
-std::string no_gpu_reason(const gpu::Census& census);
 
 // The error for an explicit backend "nccl" on a rank that cannot run it.
 std::string nccl_refusal(int rank, int local_rank, const std::string& problem);

@@ -1,19 +1,17 @@
 // ProcessGroupGloo: the collectives of dist/process_group.h on Facebook's Gloo library (CPU, TCP).
 //
-// Gloo gives us the transport and most algorithms (broadcast, barrier, gather, scatter); this
-// file adds what a teaching library needs on top: dtype dispatch, the reduce ops Gloo lacks
-// (AVG, bitwise), a timeout on every call, and errors that say which call failed and why.
-// all_reduce, all_gather and reduce_scatter run on a second mesh of Gloo pairs read by the
-// calling thread (gloo_sync_mesh.h): one exchange for small tensors, chapter 04's ring for
-// large ones, and every call first checks that the ranks made the same call.
+// Gloo gives us the transport and the algorithms of broadcast, barrier, gather and scatter;
+// all_reduce, all_gather and reduce_scatter run on the backend's synchronous mesh
+// (gloo_mesh.h). This file is what sits between them and ProcessGroup: the choice of path, the
+// dispatch on dtype (Gloo's algorithms and the mesh's reductions are typed), the reduce ops Gloo
+// lacks (AVG, bitwise), a timeout on every call, and Gloo's exceptions turned into errors that
+// say which call failed and why. The argument checks, the numbering of calls and the rule for 0
+// elements are ProcessGroup's.
 #include "backends/gloo.h"
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/common/logging.h>
 #include <gloo/gather.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -21,13 +19,12 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
-#include <cstring>
-#include <functional>
-#include <optional>
 
 #include "backends/common.h"
-#include "backends/gloo_sync_mesh.h"
+#include "backends/gloo_mesh.h"
 #include "dist/check.h"
+#include "util/text.h"
+#include "util/wrapping.h"
 
 namespace dist::backends {
 namespace {
@@ -61,10 +58,8 @@ class StoreAdapter : public gloo::rendezvous::Store {
   std::string prefix_;
 };
 
-using ReduceFn = std::function<void(void*, const void*, const void*, std::size_t)>;
-
 template <typename T, typename Op>
-ReduceFn elementwise(Op op) {
+MeshCollectives::Reduce elementwise(Op op) {
   return [op](void* c, const void* a, const void* b, std::size_t n) {
     T* out = static_cast<T*>(c);
     const T* x = static_cast<const T*>(a);
@@ -73,35 +68,16 @@ ReduceFn elementwise(Op op) {
   };
 }
 
-// Integer sums and products wrap around, as they do in torch; unsigned arithmetic keeps that
-// defined behaviour in C++.
+// The mesh's reduction for `op` on elements of type T. Integer sums and products wrap around,
+// as they do in torch.
 template <typename T>
-T wrapping_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-T wrapping_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename T>
-ReduceFn reduce_function(ReduceOp op) {
+MeshCollectives::Reduce reduce_function(ReduceOp op) {
   switch (op) {
     case ReduceOp::SUM:
     case ReduceOp::AVG:  // Gloo has no average: sum, then divide by the group size afterwards
-      return elementwise<T>([](T a, T b) { return wrapping_add(a, b); });
+      return elementwise<T>(util::WrappingAdd{});
     case ReduceOp::PRODUCT:
-      return elementwise<T>([](T a, T b) { return wrapping_mul(a, b); });
+      return elementwise<T>(util::WrappingMultiply{});
     case ReduceOp::MIN:
       return elementwise<T>([](T a, T b) { return std::min(a, b); });
     case ReduceOp::MAX:
@@ -110,13 +86,18 @@ ReduceFn reduce_function(ReduceOp op) {
     case ReduceOp::BOR:
     case ReduceOp::BXOR:
       if constexpr (std::is_integral_v<T>) {
-        if (op == ReduceOp::BAND) return elementwise<T>([](T a, T b) { return a & b; });
-        if (op == ReduceOp::BOR) return elementwise<T>([](T a, T b) { return a | b; });
-        return elementwise<T>([](T a, T b) { return a ^ b; });
+        if (op == ReduceOp::BAND) return elementwise<T>(std::bit_and<>{});
+        if (op == ReduceOp::BOR) return elementwise<T>(std::bit_or<>{});
+        return elementwise<T>(std::bit_xor<>{});
       }
       break;
   }
   throw Error("unreachable reduce op");
+}
+
+MeshCollectives::Reduce reducer(DType dtype, ReduceOp op) {
+  return visit_dtype(dtype,
+                     [&]<typename T>(std::type_identity<T>) { return reduce_function<T>(op); });
 }
 
 // Runs fn(); if Gloo throws, calls fail(Gloo's message), which must throw. Gloo has two
@@ -133,75 +114,49 @@ void with_gloo_errors(Fn&& fn, Fail&& fail) {
   }
 }
 
+// Gloo moves host memory. A GPU tensor goes through a host copy, as in torch's gloo backend:
+// correct everywhere, but NCCL is the backend that keeps GPU data on the GPU.
+template <typename Fn>
+void through_host(Tensor& tensor, Fn&& fn) {
+  Tensor host = tensor.cpu();
+  fn(host);
+  tensor.copy_(host);
+}
+
+std::vector<Tensor> on_host(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> host;
+  for (const Tensor& t : tensors) host.push_back(t.cpu());
+  return host;
+}
+
+bool any_cuda(const std::vector<Tensor>& tensors) {
+  return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.is_cuda(); });
+}
+
 class ProcessGroupGloo : public ProcessGroup {
  public:
   ProcessGroupGloo(int rank, int size, std::shared_ptr<gloo::Context> context,
-                   std::unique_ptr<SyncMesh> mesh, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size),
+                   std::unique_ptr<MeshCollectives> mesh, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size, "gloo", timeout),
         context_(std::move(context)),
-        mesh_(std::move(mesh)),
-        timeout_(timeout) {}
+        mesh_(std::move(mesh)) {}
 
-  std::string backend() const override { return "gloo"; }
-  std::chrono::milliseconds timeout() const override { return timeout_; }
+ protected:
+  // ---- On the synchronous mesh ----
 
-  // Gloo moves host memory. A GPU tensor goes through a host copy, as in torch's gloo backend:
-  // correct everywhere, but NCCL is the backend that keeps GPU data on the GPU.
-  void all_reduce(Tensor& tensor, ReduceOp op) override {
-    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { all_reduce(t, op); });
-    check_op_fits(op, tensor.dtype());
-    run("all_reduce", describe(tensor, op), [&](std::uint32_t tag) {
-      if (tensor.numel() == 0) return plain_barrier(tag);
-      visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
-        const Header mine = header(tensor, op);
-        if (sizeof mine + tensor.nbytes() <= SyncMesh::kMaxPiece) {
-          return small_all_reduce<T>(tensor, op, mine);
-        }
-        // Chapter 04's ring, in place: reduce-scatter, then all-gather, on the synchronous mesh.
-        agree("all_reduce", mine);
-        auto* data = static_cast<std::byte*>(tensor.data());
-        const auto n = static_cast<std::size_t>(tensor.numel());
-        std::vector<std::byte*> segments;
-        std::vector<std::size_t> bytes;
-        for (int s = 0; s < size(); ++s) {
-          const std::size_t begin = mesh_->segment_begin(n, s);
-          segments.push_back(data + begin * sizeof(T));
-          bytes.push_back((mesh_->segment_begin(n, s + 1) - begin) * sizeof(T));
-        }
-        const std::vector<const std::byte*> in(segments.begin(), segments.end());
-        mesh_->reduce_scatter(in, segments, segments[static_cast<std::size_t>(rank())], bytes,
-                              sizeof(T), reduce_function<T>(op));
-        mesh_->all_gather(segments, bytes);
-      });
+  void do_all_reduce(Tensor& tensor, ReduceOp op) override {
+    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { do_all_reduce(t, op); });
+    gloo_call([&] {
+      mesh_->all_reduce(tensor.data(), signature(tensor, op), reducer(tensor.dtype(), op));
     });
     if (op == ReduceOp::AVG) tensor /= static_cast<std::int64_t>(size());
   }
 
-  void broadcast(Tensor& tensor, int src) override {
-    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { broadcast(t, src); });
-    check_rank(src, "src");
-    run("broadcast", describe(tensor) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
-      if (tensor.numel() == 0) return plain_barrier(tag);
-      visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
-        gloo::BroadcastOptions opts(context_);
-        opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
-        opts.setRoot(src);
-        opts.setTag(tag);
-        opts.setTimeout(timeout_);
-        gloo::broadcast(opts);
-      });
-    });
-  }
-
-  void barrier() override {
-    run("barrier", "", [&](std::uint32_t tag) { plain_barrier(tag); });
-  }
-
   // outputs[r] that already have the input's size and dtype on the CPU are filled in place, as
   // torch's all_gather fills the list it is given: no new memory, no copy out of a staging area.
-  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+  void do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     if (input.is_cuda()) {
-      all_gather(outputs, input.cpu());
+      do_all_gather(outputs, input.cpu());
       for (Tensor& t : outputs) t = t.to(input.device());
       return;
     }
@@ -213,208 +168,118 @@ class ProcessGroupGloo : public ProcessGroup {
     }
     Tensor& own = outputs[static_cast<std::size_t>(rank())];
     if (own.data() != input.data()) own.copy_(input);
-    run("all_gather", describe(input), [&](std::uint32_t tag) {
-      if (input.numel() == 0) return plain_barrier(tag);
-      agree("all_gather", header(input, std::nullopt));
-      std::vector<std::byte*> segments;
-      for (Tensor& t : outputs) segments.push_back(static_cast<std::byte*>(t.data()));
-      mesh_->all_gather(segments, std::vector<std::size_t>(outputs.size(), input.nbytes()));
-    });
+    std::vector<void*> segments;
+    for (Tensor& t : outputs) segments.push_back(t.data());
+    gloo_call([&] { mesh_->all_gather(segments, signature(input, std::nullopt)); });
   }
 
-  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
-    check_op_fits(op, output.dtype());
-    check_one_per_rank("reduce_scatter", &inputs, output, size());
-    const bool any_cuda =
-        output.is_cuda() ||
-        std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.is_cuda(); });
-    if (any_cuda) {
-      std::vector<Tensor> host;
-      for (const Tensor& t : inputs) host.push_back(t.cpu());
-      return through_host(output, [&](Tensor& t) { reduce_scatter(t, host, op); });
+  void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    if (output.is_cuda() || any_cuda(inputs)) {
+      const std::vector<Tensor> host = on_host(inputs);
+      return through_host(output, [&](Tensor& t) { do_reduce_scatter(t, host, op); });
     }
-    run("reduce_scatter", describe(output, op), [&](std::uint32_t tag) {
-      if (output.numel() == 0) return plain_barrier(tag);
-      visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {
-        agree("reduce_scatter", header(output, op));
-        // The inputs are only read; partial sums (from 3 ranks on) go to a workspace.
-        const std::size_t piece = output.nbytes();
-        if (size() > 2) workspace_.resize(piece * static_cast<std::size_t>(size()));
-        std::vector<const std::byte*> in;
-        std::vector<std::byte*> work;
-        for (int s = 0; s < size(); ++s) {
-          in.push_back(static_cast<const std::byte*>(inputs[static_cast<std::size_t>(s)].data()));
-          work.push_back(size() > 2 ? workspace_.data() + piece * static_cast<std::size_t>(s)
-                                    : nullptr);
-        }
-        mesh_->reduce_scatter(in, work, static_cast<std::byte*>(output.data()),
-                              std::vector<std::size_t>(inputs.size(), piece), sizeof(T),
-                              reduce_function<T>(op));
-      });
+    std::vector<const void*> in;
+    for (const Tensor& t : inputs) in.push_back(t.data());
+    gloo_call([&] {
+      mesh_->reduce_scatter(in, output.data(), signature(output, op), reducer(output.dtype(), op));
     });
     if (op == ReduceOp::AVG) output /= static_cast<std::int64_t>(size());
   }
 
-  void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
+  // ---- On Gloo's own algorithms ----
+
+  void do_broadcast(Tensor& tensor, int src) override {
+    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { do_broadcast(t, src); });
+    visit_dtype(tensor.dtype(), [&]<typename T>(std::type_identity<T>) {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(tensor.data_ptr<T>(), static_cast<std::size_t>(tensor.numel()));
+      opts.setRoot(src);
+      gloo_call([&] { gloo::broadcast(with_tag_and_timeout(opts)); });
+    });
+  }
+
+  void do_barrier() override {
+    gloo::BarrierOptions opts(context_);
+    gloo_call([&] { gloo::barrier(with_tag_and_timeout(opts)); });
+  }
+
+  void do_gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
     if (input.is_cuda()) {
-      gather(input.cpu(), outputs, dst);
-      if (rank() == dst && outputs != nullptr) {
+      do_gather(input.cpu(), outputs, dst);
+      if (outputs != nullptr) {
         for (Tensor& t : *outputs) t = t.to(input.device());
       }
       return;
     }
-    check_rank(dst, "dst");
-    const bool root = rank() == dst;
-    DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
+    const bool root = outputs != nullptr;
     Tensor flat(root ? input.numel() * size() : 0, input.dtype());
-    run("gather", describe(input) + ", dst " + std::to_string(dst), [&](std::uint32_t tag) {
-      if (input.numel() == 0) return plain_barrier(tag);
-      visit_dtype(input.dtype(), [&]<typename T>(std::type_identity<T>) {
-        gloo::GatherOptions opts(context_);
-        opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
-        if (root) opts.setOutput(flat.data_ptr<T>(), static_cast<std::size_t>(flat.numel()));
-        opts.setRoot(dst);
-        opts.setTag(tag);
-        opts.setTimeout(timeout_);
-        gloo::gather(opts);
-      });
+    visit_dtype(input.dtype(), [&]<typename T>(std::type_identity<T>) {
+      gloo::GatherOptions opts(context_);
+      opts.setInput(const_cast<T*>(input.data_ptr<T>()), static_cast<std::size_t>(input.numel()));
+      if (root) opts.setOutput(flat.data_ptr<T>(), static_cast<std::size_t>(flat.numel()));
+      opts.setRoot(dst);
+      gloo_call([&] { gloo::gather(with_tag_and_timeout(opts)); });
     });
-    if (root) split(flat, input.numel(), *outputs);
+    if (root) split(flat, input.numel(), size(), *outputs);
   }
 
-  void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
+  void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
     if (output.is_cuda()) {
-      return through_host(output, [&](Tensor& t) { scatter(t, inputs, src); });
+      return through_host(output, [&](Tensor& t) { do_scatter(t, inputs, src); });
     }
-    if (inputs != nullptr && rank() == src &&
-        std::any_of(inputs->begin(), inputs->end(), [](const Tensor& t) { return t.is_cuda(); })) {
-      std::vector<Tensor> host;
-      for (const Tensor& t : *inputs) host.push_back(t.cpu());
-      return scatter(output, &host, src);
+    if (inputs != nullptr && any_cuda(*inputs)) {
+      const std::vector<Tensor> host = on_host(*inputs);
+      return do_scatter(output, &host, src);
     }
-    check_rank(src, "src");
-    const bool root = rank() == src;
-    if (root) check_one_per_rank("scatter", inputs, output, size());
-    run("scatter", describe(output) + ", src " + std::to_string(src), [&](std::uint32_t tag) {
-      if (output.numel() == 0) return plain_barrier(tag);
-      visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {
-        gloo::ScatterOptions opts(context_);
-        std::vector<T*> ptrs;
-        if (root) {
-          for (const Tensor& t : *inputs) ptrs.push_back(const_cast<T*>(t.data_ptr<T>()));
-          opts.setInputs(ptrs, static_cast<std::size_t>(output.numel()));
-        }
-        opts.setOutput(output.data_ptr<T>(), static_cast<std::size_t>(output.numel()));
-        opts.setRoot(src);
-        opts.setTag(tag);
-        opts.setTimeout(timeout_);
-        gloo::scatter(opts);
-      });
+    visit_dtype(output.dtype(), [&]<typename T>(std::type_identity<T>) {
+      gloo::ScatterOptions opts(context_);
+      std::vector<T*> ptrs;
+      if (inputs != nullptr) {
+        for (const Tensor& t : *inputs) ptrs.push_back(const_cast<T*>(t.data_ptr<T>()));
+        opts.setInputs(ptrs, static_cast<std::size_t>(output.numel()));
+      }
+      opts.setOutput(output.data_ptr<T>(), static_cast<std::size_t>(output.numel()));
+      opts.setRoot(src);
+      gloo_call([&] { gloo::scatter(with_tag_and_timeout(opts)); });
     });
   }
 
-  void send(const Tensor& tensor, int dst, int tag) override {
-    if (tensor.is_cuda()) return send(tensor.cpu(), dst, tag);
-    check_peer(dst, "dst");
-    run(
-        "send", describe(tensor) + " to rank " + std::to_string(dst),
-        [&](std::uint32_t) {
-          if (tensor.numel() == 0) return;
-          auto buf =
-              context_->createUnboundBuffer(const_cast<void*>(tensor.data()), tensor.nbytes());
-          buf->send(dst, p2p_slot(tag));
-          buf->waitSend(timeout_);
-        },
-        /*collective=*/false);
+  void do_send(const Tensor& tensor, int dst, int tag) override {
+    if (tensor.is_cuda()) return do_send(tensor.cpu(), dst, tag);
+    gloo_call([&] {
+      auto buf = context_->createUnboundBuffer(const_cast<void*>(tensor.data()), tensor.nbytes());
+      buf->send(dst, p2p_slot(tag));
+      buf->waitSend(timeout());
+    });
   }
 
-  void recv(Tensor& tensor, int src, int tag) override {
-    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { recv(t, src, tag); });
-    check_peer(src, "src");
-    run(
-        "recv", describe(tensor) + " from rank " + std::to_string(src),
-        [&](std::uint32_t) {
-          if (tensor.numel() == 0) return;
-          auto buf = context_->createUnboundBuffer(tensor.data(), tensor.nbytes());
-          buf->recv(src, p2p_slot(tag));
-          buf->waitRecv(timeout_);
-        },
-        /*collective=*/false);
+  void do_recv(Tensor& tensor, int src, int tag) override {
+    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { do_recv(t, src, tag); });
+    gloo_call([&] {
+      auto buf = context_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+      buf->recv(src, p2p_slot(tag));
+      buf->waitRecv(timeout());
+    });
+  }
+
+  // After the first error the streams may be half-way through a message: drop both meshes.
+  void close() noexcept override {
+    context_->closeConnections();
+    mesh_->close();
   }
 
  private:
-  // Every collective on the synchronous mesh starts with each rank's header: its call's number,
-  // element count, dtype and op. Ranks that called differently all stop, with an error naming
-  // each rank's call, before any data moves (and none reads a message of another size).
-  struct Header {
-    std::uint64_t seq;
-    std::int64_t numel;
-    std::int32_t dtype, op;  // op: -1 for a collective without one
-  };
-  static_assert(sizeof(Header) == 24);
-
-  Header header(const Tensor& t, std::optional<ReduceOp> op) const {
-    return {sequence_, t.numel(), static_cast<std::int32_t>(t.dtype()),
-            op ? static_cast<std::int32_t>(*op) : -1};
+  MeshCollectives::Signature signature(const Tensor& t, std::optional<ReduceOp> op) const {
+    return {call().name, call().seq, t.numel(), t.dtype(), op};
   }
 
-  // Small tensors: the ring takes 2(W-1) steps of one message latency each, and for a few
-  // bytes latency is all there is. Instead every rank sends its header and tensor to every other
-  // rank (one step), and each reduces the W pieces locally in rank order, so every rank gets the
-  // same bits.
-  template <typename T>
-  void small_all_reduce(Tensor& tensor, ReduceOp op, const Header& mine) {
-    const auto n = static_cast<std::size_t>(tensor.numel());
-    std::byte* own = mesh_->piece(rank());
-    std::memcpy(own, &mine, sizeof mine);
-    std::memcpy(own + sizeof mine, tensor.data(), tensor.nbytes());
-    mesh_->exchange(sizeof mine + tensor.nbytes());
-    check_same_call("all_reduce", mine);
-    const ReduceFn reduce = reduce_function<T>(op);
-    T* out = tensor.data_ptr<T>();
-    const auto at = [&](int r) {
-      return reinterpret_cast<const T*>(mesh_->piece(r) + sizeof(Header));
-    };
-    std::copy(at(0), at(0) + n, out);
-    for (int r = 1; r < size(); ++r) reduce(out, out, at(r), n);
-  }
-
-  // The header alone, before a ring.
-  void agree(const char* name, const Header& mine) {
-    std::memcpy(mesh_->piece(rank()), &mine, sizeof mine);
-    mesh_->exchange(sizeof mine);
-    check_same_call(name, mine);
-  }
-
-  // Every call goes through here, so the common case is a comparison only; the message naming
-  // each rank's call is built when the calls differ.
-  void check_same_call(const char* name, const Header& mine) const {
-    const auto theirs = [&](int r) {
-      Header h{};
-      std::memcpy(&h, mesh_->piece(r), sizeof h);
-      return h;
-    };
-    bool same = true;
-    for (int r = 0; r < size() && same; ++r) {
-      const Header h = theirs(r);
-      same = h.seq == mine.seq && h.numel == mine.numel && h.dtype == mine.dtype && h.op == mine.op;
-    }
-    if (same) return;
-    std::string calls;
-    for (int r = 0; r < size(); ++r) {
-      const Header h = theirs(r);
-      calls += "; rank " + std::to_string(r) + ": collective #" + std::to_string(h.seq) + ", " +
-               std::to_string(h.numel) + " elements, " +
-               std::string(dtype_name(static_cast<DType>(h.dtype))) +
-               (h.op < 0 ? "" : ", " + std::string(reduce_op_name(static_cast<ReduceOp>(h.op))));
-    }
-    throw Error(std::string(name) + " #" + std::to_string(sequence_) + " on rank " +
-                std::to_string(rank()) +
-                ": the ranks called it with different tensors or reduce ops, or at different "
-                "points of their programs" +
-                calls +
-                ". Every rank must make the same collective calls in the same order, with the "
-                "same size, dtype and op.");
+  // Every rank tags call N the same way, so a stray message from an earlier, failed call can
+  // never be taken for this one.
+  template <typename Options>
+  Options& with_tag_and_timeout(Options& opts) const {
+    opts.setTag(static_cast<std::uint32_t>(call().seq));
+    opts.setTimeout(timeout());
+    return opts;
   }
 
   // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
@@ -422,89 +287,28 @@ class ProcessGroupGloo : public ProcessGroup {
     return (std::uint64_t{0xd1} << 56) | static_cast<std::uint32_t>(tag);
   }
 
+  // Runs fn() and turns Gloo's exceptions into errors that say which call failed, where, and
+  // what to check.
   template <typename Fn>
-  static void through_host(Tensor& tensor, Fn&& fn) {
-    Tensor host = tensor.cpu();
-    fn(host);
-    tensor.copy_(host);
+  void gloo_call(Fn&& fn) {
+    with_gloo_errors(fn, [&](const std::string& detail) {
+      // Gloo says "Timed out" for its background thread, "Read timeout" or "Write timeout" for
+      // a synchronous pair's socket.
+      if (detail.find("Timed out") != std::string::npos ||
+          detail.find(" timeout") != std::string::npos) {
+        throw TimeoutError(call().str() + " timed out after " + util::seconds(timeout()) +
+                           " on rank " + std::to_string(rank()) + ": " +
+                           util::kNotEveryRankReached + ". [gloo: " + detail + "]");
+      }
+      throw Error(call().str() + " failed on rank " + std::to_string(rank()) +
+                  ": a peer closed its connection (it exited or crashed; look for its error "
+                  "above). [gloo: " +
+                  detail + "]");
+    });
   }
-
-  void plain_barrier(std::uint32_t tag) {
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(tag);
-    opts.setTimeout(timeout_);
-    gloo::barrier(opts);
-  }
-
-  // Runs one call, numbering collectives so every rank tags call N the same way (a stray message
-  // from an earlier, failed call can never be taken for this one), and turns Gloo's exceptions
-  // into errors that say which call failed, where, and what to check.
-  template <typename Fn>
-  void run(const char* name, const std::string& what, Fn&& fn, bool collective = true) {
-    const std::uint64_t seq = collective ? ++sequence_ : sequence_;
-    if (!closed_.empty()) {
-      throw Error(std::string(name) + " on rank " + std::to_string(rank()) +
-                  ": this process group was closed after an earlier error (" + closed_ +
-                  "); start again with destroy_process_group() and init_process_group()");
-    }
-    try {
-      run_checked(name, what, fn, collective, seq);
-    } catch (const Error& e) {
-      close(e.what());
-      throw;
-    }
-  }
-
-  // Closes every connection after the first error, so that peers waiting on this rank fail at
-  // once instead of at their timeout, even when the program catches the error and goes on. The
-  // streams may be half-way through a message by now: the group cannot be used again.
-  void close(const std::string& reason) {
-    closed_ = reason.substr(0, reason.find(". "));
-    context_->closeConnections();
-    mesh_->close();
-  }
-
-  template <typename Fn>
-  void run_checked(const char* name, const std::string& what, Fn& fn, bool collective,
-                   std::uint64_t seq) {
-    with_gloo_errors(
-        [&] { fn(static_cast<std::uint32_t>(seq)); },
-        [&](const std::string& detail) {
-          const std::string call = std::string(name) +
-                                   (collective ? " #" + std::to_string(seq) : "") +
-                                   (what.empty() ? "" : " (" + what + ")");
-          // Gloo says "Timed out" for its background thread, "Read timeout" or "Write timeout"
-          // for a synchronous pair's socket.
-          if (detail.find("Timed out") != std::string::npos ||
-              detail.find(" timeout") != std::string::npos) {
-            throw TimeoutError(call + " timed out after " + seconds(timeout_) + " on rank " +
-                               std::to_string(rank()) +
-                               ": not every rank reached this call. Every rank must make the same "
-                               "collective calls in the same order; check for a rank that skipped "
-                               "it, exited, or is stuck. [gloo: " +
-                               detail + "]");
-          }
-          throw Error(call + " failed on rank " + std::to_string(rank()) +
-                      ": a peer closed its connection (it exited or crashed; look for its error "
-                      "above). [gloo: " +
-                      detail + "]");
-        });
-  }
-
-  void split(const Tensor& flat, std::int64_t n, std::vector<Tensor>& outputs) const {
-    outputs.resize(static_cast<std::size_t>(size()));
-    for (int r = 0; r < size(); ++r) outputs[static_cast<std::size_t>(r)] = flat.slice(r * n, n);
-  }
-
-  void check_rank(int r, const char* what) const { backends::check_rank(r, size(), what); }
-  void check_peer(int r, const char* what) const { backends::check_peer(r, rank(), size(), what); }
 
   std::shared_ptr<gloo::Context> context_;
-  std::unique_ptr<SyncMesh> mesh_;    // the synchronous mesh: small all_reduces and the ring
-  std::vector<std::byte> workspace_;  // reduce_scatter's partial sums, from 3 ranks on
-  std::chrono::milliseconds timeout_;
-  std::uint64_t sequence_ = 0;
-  std::string closed_;  // why the group was closed; empty while it is usable
+  std::unique_ptr<MeshCollectives> mesh_;
 };
 
 }  // namespace
@@ -518,7 +322,7 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
     attr.hostname = options.hostname;
   }
   std::shared_ptr<gloo::rendezvous::Context> context, sync;
-  std::unique_ptr<SyncMesh> mesh;
+  std::unique_ptr<MeshCollectives> mesh;
   with_gloo_errors(
       [&] {
         auto device = gloo::transport::tcp::CreateDevice(attr);
@@ -526,9 +330,9 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
         context->setTimeout(options.connect_timeout);
         StoreAdapter adapter(store, "");
         context->connectFullMesh(adapter, device);
-        // The synchronous mesh (see gloo_sync_mesh.h). Its pairs take their sockets' timeout
-        // from the context: the collectives' timeout. Every peer is connected to this rank
-        // already, so connecting it cannot wait for a missing one.
+        // The synchronous mesh (see gloo_mesh.h). Its pairs take their sockets' timeout from the
+        // context: the collectives' timeout. Every peer is connected to this rank already, so
+        // connecting it cannot wait for a missing one.
         sync = std::make_shared<gloo::rendezvous::Context>(rank, size);
         sync->setTimeout(options.timeout);
         StoreAdapter sync_adapter(store, "sync/");
@@ -540,7 +344,7 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
         barrier.setTag(0xfffffff0u);
         barrier.setTimeout(options.connect_timeout);
         gloo::barrier(barrier);
-        mesh = std::make_unique<SyncMesh>(sync, rank, size);
+        mesh = std::make_unique<MeshCollectives>(sync, rank, size);
       },
       [&](const std::string& detail) {
         throw Error("gloo could not connect rank " + std::to_string(rank) +

@@ -13,6 +13,8 @@
 //      asynchronous error state and the deadline. When the deadline passes or a peer fails, it
 //      aborts the communicator (ncclCommAbort stops the kernels still waiting for peers) and
 //      throws an error that names the call. An aborted group refuses every later call.
+// The argument checks, the numbering of calls and the rule for 0 elements are ProcessGroup's; this
+// file adds NCCL's own (tensors on this rank's GPU, no bitwise reductions).
 // What it leaves out: asynchronous work handles (torch's async_op=True), communicator splitting
 // for subgroups, and NCCL's zero-copy buffer registration.
 #include <cuda_runtime_api.h>
@@ -30,7 +32,9 @@
 #include "backends/nccl.h"
 #include "backends/unique_id.h"
 #include "dist/check.h"
+#include "gpu/cuda_check.h"
 #include "gpu/device_guard.h"
+#include "util/text.h"
 
 namespace dist::backends {
 namespace {
@@ -124,17 +128,12 @@ class Backoff {
   std::chrono::microseconds sleep_{20};
 };
 
-void check_cuda(cudaError_t rc, const std::string& what) {
-  if (rc == cudaSuccess) return;
-  cudaGetLastError();
-  throw Error(what + " failed: " + std::string(cudaGetErrorString(rc)) +
-              ". Check `nvidia-smi`, and that every rank uses its own GPU (LOCAL_RANK)");
-}
+using gpu::check_cuda;
 
 class ProcessGroupNCCL : public ProcessGroup {
  public:
   ProcessGroupNCCL(int rank, int size, const NcclOptions& options)
-      : ProcessGroup(rank, size), device_(options.device), timeout_(options.timeout) {}
+      : ProcessGroup(rank, size, "nccl", options.timeout), device_(options.device) {}
 
   // Makes the CUDA resources and connects the communicator: a step apart from the constructor,
   // so that the destructor cleans up whatever was made before a failure.
@@ -152,7 +151,7 @@ class ProcessGroupNCCL : public ProcessGroup {
       check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
       check_cuda(cudaMalloc(&barrier_word_, sizeof(float)), "allocating the barrier's buffer");
     }
-    const NcclUniqueId id = share_unique_id(store, rank(), unique_id_key(options.communicator), [] {
+    const NcclUniqueId id = share_unique_id(store, rank(), [] {
       ncclUniqueId made;
       const ncclResult_t rc = ncclGetUniqueId(&made);
       if (rc != ncclSuccess) {
@@ -179,15 +178,15 @@ class ProcessGroupNCCL : public ProcessGroup {
     ncclResult_t rc = ncclCommInitRankConfig(&comm_, size(), nccl_id, rank(), &config);
     rc = settle(rc, deadline);
     if (rc == ncclInProgress) {
-      abort_communicator(call + " timed out");
+      abort_communicator();
       throw TimeoutError(call + " on rank " + std::to_string(rank()) + " did not finish within " +
-                         seconds(options.connect_timeout) +
+                         util::seconds(options.connect_timeout) +
                          ": some rank never joined NCCL's bootstrap (it failed before, or cannot "
                          "reach rank 0's machine). Check NCCL_SOCKET_IFNAME and firewalls; "
                          "NCCL_DEBUG=INFO shows NCCL's view");
     }
     if (rc != ncclSuccess) {
-      abort_communicator(call + " failed");
+      abort_communicator();
       throw Error(call + " failed on rank " + std::to_string(rank()) + ": " + nccl_text(rc) + "; " +
                   nccl_hint(rc));
     }
@@ -212,7 +211,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     if (comm_ != nullptr) {
       // Finalize waits for the other ranks to be done with us, so it too gets a deadline; past
       // it, abort frees everything locally.
-      ncclResult_t rc = settle(ncclCommFinalize(comm_), Clock::now() + timeout_);
+      ncclResult_t rc = settle(ncclCommFinalize(comm_), Clock::now() + timeout());
       if (rc == ncclSuccess) {
         ncclCommDestroy(comm_);
       } else {
@@ -228,105 +227,87 @@ class ProcessGroupNCCL : public ProcessGroup {
     if (clean) cudaGetLastError();
   }
 
-  std::string backend() const override { return "nccl"; }
-  std::chrono::milliseconds timeout() const override { return timeout_; }
+ protected:
+  // ---- The checks NCCL adds to ProcessGroup's ----
 
-  void all_reduce(Tensor& tensor, ReduceOp op) override {
-    check_op_fits(op, tensor.dtype());
-    const ncclRedOp_t nccl_reduction = nccl_op(op);
-    check_device(tensor, "all_reduce");
-    if (tensor.numel() == 0) return barrier_as("all_reduce", describe(tensor, op));
-    run("all_reduce", describe(tensor, op), [&] {
+  void check_tensor(const Tensor& t, const char* call) const override {
+    if (t.device() == Device::cuda(device_)) return;
+    throw ConfigError(std::string(call) + " with backend nccl needs tensors on this rank's GPU, " +
+                      Device::cuda(device_).str() + ", but this one is on " + t.device().str() +
+                      ": create it there (dist::arange(n, dtype, dist::Device::cuda(local_rank))) "
+                      "or move it with .to(dist::Device::cuda(local_rank))");
+  }
+
+  void check_op(ReduceOp op) const override { nccl_op(op); }
+
+  // ---- The calls ----
+
+  void do_all_reduce(Tensor& tensor, ReduceOp op) override {
+    run([&] {
       return ncclAllReduce(tensor.data(), tensor.data(), count(tensor), nccl_type(tensor.dtype()),
-                           nccl_reduction, comm_, stream_);
+                           nccl_op(op), comm_, stream_);
     });
   }
 
-  void broadcast(Tensor& tensor, int src) override {
-    check_rank(src, size(), "src");
-    check_device(tensor, "broadcast");
-    const std::string what = describe(tensor) + ", src " + std::to_string(src);
-    if (tensor.numel() == 0) return barrier_as("broadcast", what);
-    run("broadcast", what, [&] {
+  void do_broadcast(Tensor& tensor, int src) override {
+    run([&] {
       return ncclBroadcast(tensor.data(), tensor.data(), count(tensor), nccl_type(tensor.dtype()),
                            src, comm_, stream_);
     });
   }
 
-  void barrier() override { barrier_as("barrier", ""); }
-
-  void all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
-    check_device(input, "all_gather");
-    if (input.numel() == 0) {
-      barrier_as("all_gather", describe(input));
-    } else {
-      Tensor flat(input.numel() * size(), input.dtype(), input.device());
-      run("all_gather", describe(input), [&] {
-        return ncclAllGather(input.data(), flat.data(), count(input), nccl_type(input.dtype()),
-                             comm_, stream_);
-      });
-      return split(flat, input.numel(), outputs);
-    }
-    outputs.assign(static_cast<std::size_t>(size()), Tensor(0, input.dtype(), input.device()));
+  // NCCL has no barrier: like torch, all-reduce one number and wait for it.
+  void do_barrier() override {
+    run([&] {
+      return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_);
+    });
   }
 
-  void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
-    check_op_fits(op, output.dtype());
-    const ncclRedOp_t nccl_reduction = nccl_op(op);
-    check_device(output, "reduce_scatter");
-    check_one_per_rank("reduce_scatter", &inputs, output, size());
-    for (const Tensor& in : inputs) check_device(in, "reduce_scatter");
+  void do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    Tensor flat(input.numel() * size(), input.dtype(), input.device());
+    run([&] {
+      return ncclAllGather(input.data(), flat.data(), count(input), nccl_type(input.dtype()), comm_,
+                           stream_);
+    });
+    split(flat, input.numel(), size(), outputs);
+  }
+
+  void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     const Tensor flat = concatenate(inputs, output.device());
-    if (output.numel() == 0) return barrier_as("reduce_scatter", describe(output, op));
-    run("reduce_scatter", describe(output, op), [&] {
+    run([&] {
       return ncclReduceScatter(flat.data(), output.data(), count(output), nccl_type(output.dtype()),
-                               nccl_reduction, comm_, stream_);
+                               nccl_op(op), comm_, stream_);
     });
   }
 
   // NCCL has no gather or scatter: like torch, we build them from sends and receives in one
   // group call, which NCCL runs as a single operation.
-  void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
-    check_rank(dst, size(), "dst");
-    check_device(input, "gather");
-    const bool root = rank() == dst;
-    DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
-    const std::string what = describe(input) + ", dst " + std::to_string(dst);
+  void do_gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
+    const bool root = outputs != nullptr;
     Tensor flat(root ? input.numel() * size() : 0, input.dtype(), input.device());
-    if (input.numel() == 0) {
-      barrier_as("gather", what);
-    } else {
-      run("gather", what, [&] {
-        return grouped([&]() -> ncclResult_t {
-          if (!root) {
-            return ncclSend(input.data(), count(input), nccl_type(input.dtype()), dst, comm_,
-                            stream_);
-          }
-          for (int r = 0; r < size(); ++r) {
-            if (r == rank()) continue;
-            const ncclResult_t rc = ncclRecv(slot(flat, r, input.numel()), count(input),
-                                             nccl_type(input.dtype()), r, comm_, stream_);
-            if (rc != ncclSuccess) return rc;
-          }
-          return ncclSuccess;
-        });
+    run([&] {
+      return grouped([&]() -> ncclResult_t {
+        if (!root) {
+          return ncclSend(input.data(), count(input), nccl_type(input.dtype()), dst, comm_,
+                          stream_);
+        }
+        for (int r = 0; r < size(); ++r) {
+          if (r == rank()) continue;
+          const ncclResult_t rc = ncclRecv(slot(flat, r, input.numel()), count(input),
+                                           nccl_type(input.dtype()), r, comm_, stream_);
+          if (rc != ncclSuccess) return rc;
+        }
+        return ncclSuccess;
       });
-      if (root) flat.assign_slice(rank() * input.numel(), input);
-    }
-    if (root) split(flat, input.numel(), *outputs);
+    });
+    if (!root) return;
+    flat.assign_slice(rank() * input.numel(), input);
+    split(flat, input.numel(), size(), *outputs);
   }
 
-  void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
-    check_rank(src, size(), "src");
-    check_device(output, "scatter");
-    const bool root = rank() == src;
-    if (root) {
-      check_one_per_rank("scatter", inputs, output, size());
-      for (const Tensor& in : *inputs) check_device(in, "scatter");
-    }
-    const std::string what = describe(output) + ", src " + std::to_string(src);
-    if (output.numel() == 0) return barrier_as("scatter", what);
-    run("scatter", what, [&] {
+  void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {
+    const bool root = inputs != nullptr;
+    run([&] {
       return grouped([&]() -> ncclResult_t {
         if (!root) {
           return ncclRecv(output.data(), count(output), nccl_type(output.dtype()), src, comm_,
@@ -347,37 +328,36 @@ class ProcessGroupNCCL : public ProcessGroup {
 
   // NCCL matches a send with a receive by order between the two ranks; it has no tags, so the
   // tag is not sent (torch's NCCL backend ignores it the same way). A send waits for its receive.
-  void send(const Tensor& tensor, int dst, int /*tag*/) override {
-    check_peer(dst, rank(), size(), "dst");
-    check_device(tensor, "send");
-    if (tensor.numel() == 0) return;
-    run(
-        "send", describe(tensor) + " to rank " + std::to_string(dst),
-        [&] {
-          return grouped([&] {
-            return ncclSend(tensor.data(), count(tensor), nccl_type(tensor.dtype()), dst, comm_,
-                            stream_);
-          });
-        },
-        /*collective=*/false);
+  void do_send(const Tensor& tensor, int dst, int /*tag*/) override {
+    run([&] {
+      return grouped([&] {
+        return ncclSend(tensor.data(), count(tensor), nccl_type(tensor.dtype()), dst, comm_,
+                        stream_);
+      });
+    });
   }
 
-  void recv(Tensor& tensor, int src, int /*tag*/) override {
-    check_peer(src, rank(), size(), "src");
-    check_device(tensor, "recv");
-    if (tensor.numel() == 0) return;
-    run(
-        "recv", describe(tensor) + " from rank " + std::to_string(src),
-        [&] {
-          return grouped([&] {
-            return ncclRecv(tensor.data(), count(tensor), nccl_type(tensor.dtype()), src, comm_,
-                            stream_);
-          });
-        },
-        /*collective=*/false);
+  void do_recv(Tensor& tensor, int src, int /*tag*/) override {
+    run([&] {
+      return grouped([&] {
+        return ncclRecv(tensor.data(), count(tensor), nccl_type(tensor.dtype()), src, comm_,
+                        stream_);
+      });
+    });
   }
+
+  // After the first failure (the watchdog has usually aborted already): no NCCL call may run on
+  // this communicator again.
+  void close() noexcept override { abort_communicator(); }
 
  private:
+  // Runs the call being made (ProcessGroup::call()) against the group's timeout.
+  template <typename Enqueue>
+  void run(Enqueue&& enqueue) {
+    enqueue_and_wait(call().str(), timeout(), util::kNotEveryRankReached,
+                     std::forward<Enqueue>(enqueue));
+  }
+
   static std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
   static void* slot(Tensor& flat, int r, std::int64_t n) {
     return static_cast<std::byte*>(flat.data()) +
@@ -395,21 +375,6 @@ class ProcessGroupNCCL : public ProcessGroup {
     return rc != ncclSuccess ? rc : end;
   }
 
-  // NCCL has no barrier: like torch, all-reduce one number and wait for it.
-  void barrier_as(const char* name, const std::string& what) {
-    run(name, what, [&] {
-      return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_);
-    });
-  }
-
-  void check_device(const Tensor& t, const char* call) const {
-    if (t.device() == Device::cuda(device_)) return;
-    throw ConfigError(std::string(call) + " with backend nccl needs tensors on this rank's GPU, " +
-                      Device::cuda(device_).str() + ", but this one is on " + t.device().str() +
-                      ": create it there (dist::arange(n, dtype, dist::Device::cuda(local_rank))) "
-                      "or move it with .to(dist::Device::cuda(local_rank))");
-  }
-
   // In non-blocking mode NCCL may answer ncclInProgress: the call goes on in the background and
   // the communicator's state says when it is done. Waits for that, up to the deadline; returns
   // the final result, or ncclInProgress if the deadline came first.
@@ -423,29 +388,12 @@ class ProcessGroupNCCL : public ProcessGroup {
     return rc;
   }
 
-  // Runs one call against the group's timeout, numbered like Gloo's so that messages agree.
-  template <typename Enqueue>
-  void run(const char* name, const std::string& what, Enqueue&& enqueue, bool collective = true) {
-    const std::uint64_t seq = collective ? ++sequence_ : sequence_;
-    const std::string call = std::string(name) + (collective ? " #" + std::to_string(seq) : "") +
-                             (what.empty() ? "" : " (" + what + ")");
-    enqueue_and_wait(call, timeout_,
-                     "not every rank reached this call. Every rank must make the same collective "
-                     "calls in the same order; check for a rank that skipped it, exited, or is "
-                     "stuck",
-                     std::forward<Enqueue>(enqueue));
-  }
-
   // Enqueues one operation and waits for it, at most `limit`; `hint` says what a timeout means.
   template <typename Enqueue>
   void enqueue_and_wait(const std::string& call, std::chrono::milliseconds limit,
                         const std::string& hint, Enqueue&& enqueue) {
     const auto deadline = Clock::now() + limit;
-    if (comm_ == nullptr) {
-      throw Error(call + " cannot run on rank " + std::to_string(rank()) +
-                  ": this group's NCCL communicator was aborted after an earlier failure (" +
-                  abort_reason_ + "). Destroy the process group and initialise a new one to go on");
-    }
+    DIST_CHECK(comm_ != nullptr, "ProcessGroup refuses every call once the group has failed");
     const gpu::DeviceGuard guard(device_);
     // The data may still be in the making on the default stream (the program's kernels): our
     // stream waits for that work first.
@@ -469,7 +417,7 @@ class ProcessGroupNCCL : public ProcessGroup {
       if (state == cudaSuccess) return;
       if (state != cudaErrorNotReady) {
         cudaGetLastError();
-        abort_communicator(call + " failed on the GPU");
+        abort_communicator();
         throw Error(call + " failed on rank " + std::to_string(rank()) + " (" +
                     Device::cuda(device_).str() + "): " + cudaGetErrorString(state) +
                     ". Check `nvidia-smi`; a kernel of the program may have failed before it");
@@ -486,41 +434,32 @@ class ProcessGroupNCCL : public ProcessGroup {
   // inside the process can help then; kill it (ddprun does, once another rank has failed).
   [[noreturn]] void timed_out(const std::string& call, std::chrono::milliseconds limit,
                               const std::string& hint) {
-    abort_communicator(call + " timed out");
-    throw TimeoutError(call + " timed out after " + seconds(limit) + " on rank " +
+    abort_communicator();
+    throw TimeoutError(call + " timed out after " + util::seconds(limit) + " on rank " +
                        std::to_string(rank()) + ": " + hint +
                        ". The NCCL communicator was aborted");
   }
 
   [[noreturn]] void fail(const std::string& call, ncclResult_t rc) {
     const std::string text = nccl_text(rc);
-    abort_communicator(call + " failed");
+    abort_communicator();
     throw Error(call + " failed on rank " + std::to_string(rank()) + ": " + text + "; " +
                 nccl_hint(rc) + ". The NCCL communicator was aborted");
   }
 
   // ncclCommAbort makes NCCL's kernels that wait for peers give up, and frees the communicator.
-  void abort_communicator(const std::string& reason) {
+  void abort_communicator() noexcept {
     if (comm_ == nullptr) return;
     ncclCommAbort(comm_);
     comm_ = nullptr;
-    abort_reason_ = reason;
-  }
-
-  void split(const Tensor& flat, std::int64_t n, std::vector<Tensor>& outputs) const {
-    outputs.resize(static_cast<std::size_t>(size()));
-    for (int r = 0; r < size(); ++r) outputs[static_cast<std::size_t>(r)] = flat.slice(r * n, n);
   }
 
   int device_;
-  std::chrono::milliseconds timeout_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t inputs_ready_ = nullptr;
   cudaEvent_t done_ = nullptr;
   float* barrier_word_ = nullptr;
-  std::uint64_t sequence_ = 0;
-  std::string abort_reason_;
 };
 
 }  // namespace

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <memory>
 
 #include "dist/process_group.h"
@@ -16,7 +15,6 @@ struct NcclOptions {
   int device = 0;                               // the GPU this rank drives: its LOCAL_RANK
   std::chrono::milliseconds timeout{};          // for every collective; the watchdog's limit
   std::chrono::milliseconds connect_timeout{};  // for creating the communicator
-  std::uint64_t communicator = 0;               // which unique-id key of the group to use
 };
 
 // Creates this rank's NCCL communicator on GPU `options.device`, with the unique id shared

@@ -7,7 +7,7 @@
 namespace dist::backends {
 
 std::unique_ptr<ProcessGroup> make_nccl_group(int rank, int, Store&, const NcclOptions& options) {
-  throw ConfigError(nccl_refusal(rank, options.device, no_gpu_reason(gpu::census())));
+  throw ConfigError(nccl_refusal(rank, options.device, gpu::no_gpu_reason(gpu::census())));
 }
 
 }  // namespace dist::backends

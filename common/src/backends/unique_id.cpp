@@ -3,17 +3,13 @@
 
 #include <algorithm>
 
-#include "backends/common.h"
 #include "dist/check.h"
+#include "util/text.h"
 
 namespace dist::backends {
 
-std::string unique_id_key(std::uint64_t index) {
-  return "nccl/unique_id/" + std::to_string(index);
-}
-
-NcclUniqueId share_unique_id(Store& store, int rank, const std::string& key,
-                             const std::function<NcclUniqueId()>& make) {
+NcclUniqueId share_unique_id(Store& store, int rank, const std::function<NcclUniqueId()>& make) {
+  const std::string key = kUniqueIdKey;
   if (rank == 0) {
     const NcclUniqueId id = make();
     store.set(key, std::string(id.begin(), id.end()));
@@ -23,7 +19,8 @@ NcclUniqueId share_unique_id(Store& store, int rank, const std::string& key,
   try {
     value = store.get(key);
   } catch (const TimeoutError&) {
-    throw TimeoutError("rank " + std::to_string(rank) + " waited " + seconds(store.timeout()) +
+    throw TimeoutError("rank " + std::to_string(rank) + " waited " +
+                       util::seconds(store.timeout()) +
                        " for rank 0 to publish the NCCL unique id (store key \"" + key +
                        "\") and it never did: rank 0 failed or is stuck before creating its "
                        "NCCL communicator; look for its error above");

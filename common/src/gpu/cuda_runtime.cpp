@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "backends/choice.h"
 #include "dist/check.h"
+#include "gpu/cuda_check.h"
 #include "gpu/device_guard.h"
 #include "gpu/gpu.h"
 
@@ -33,8 +33,6 @@ const Census& census() {
 static_assert(kCudaErrorInsufficientDriver == cudaErrorInsufficientDriver);
 static_assert(kCudaErrorNoDevice == cudaErrorNoDevice);
 
-namespace {
-
 void check_cuda(cudaError_t rc, const std::string& what) {
   if (rc == cudaSuccess) return;
   cudaGetLastError();
@@ -45,6 +43,8 @@ void check_cuda(cudaError_t rc, const std::string& what) {
   throw Error(what + " failed: " + std::string(cudaGetErrorString(rc)) +
               ". Check `nvidia-smi`, and that every rank uses its own GPU (LOCAL_RANK)");
 }
+
+namespace {
 
 // Whether GPU `device` already has its (primary) context. Since CUDA 12, cudaSetDevice creates
 // the context of the device it selects, so switching "back" to a device the thread never used
@@ -106,7 +106,7 @@ void* allocate(std::size_t bytes, int device) {
   if (const Census& c = census(); device >= c.device_count) {
     throw ConfigError(c.device_count == 0
                           ? "a tensor on cuda:" + std::to_string(device) + " needs a GPU, but " +
-                                backends::no_gpu_reason(c)
+                                no_gpu_reason(c)
                           : "cuda:" + std::to_string(device) + " does not exist: this process " +
                                 "sees " + std::to_string(c.device_count) +
                                 " GPU(s), cuda:0 to cuda:" + std::to_string(c.device_count - 1));

@@ -21,6 +21,10 @@ struct Census {
 };
 const Census& census();
 
+// Why the census leaves this process without any GPU, as a sentence that says what to do
+// (census.cpp); "" when it sees at least one.
+std::string no_gpu_reason(const Census& census);
+
 // cudaGetDeviceCount's answers that mean "nothing to use here" (checked against cuda_runtime_api.h
 // in cuda_runtime.cpp), named so that code without CUDA headers can explain them.
 inline constexpr int kCudaErrorInsufficientDriver = 35;

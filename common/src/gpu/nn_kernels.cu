@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dist/check.h"
+#include "gpu/cuda_check.h"
 #include "gpu/device_guard.h"
 #include "gpu/gpu.h"
 #include "nn_math.h"
@@ -28,12 +29,7 @@ unsigned int blocks_for(std::int64_t n) {
 void finish(const char* what, int device) {
   cudaError_t rc = cudaGetLastError();
   if (rc == cudaSuccess) rc = cudaStreamSynchronize(cudaStreamLegacy);
-  if (rc != cudaSuccess) {
-    cudaGetLastError();
-    throw Error(std::string(what) + " on cuda:" + std::to_string(device) +
-                " failed: " + cudaGetErrorString(rc) +
-                ". Check `nvidia-smi`, and that every rank uses its own GPU (LOCAL_RANK)");
-  }
+  check_cuda(rc, std::string(what) + " on cuda:" + std::to_string(device));
 }
 
 // One thread per output value; the arithmetic is nn_math.h's, which the CPU loops share.
@@ -211,23 +207,15 @@ void linear_backward(const float* x, const float* grad_out, const float* weight,
 
 double mse_loss(const float* out, const float* target, float* grad, std::int64_t n, int device) {
   const DeviceGuard guard(device);
+  const std::string where = "mse_loss on cuda:" + std::to_string(device);
   double* sum = nullptr;
-  cudaError_t rc = cudaMalloc(&sum, sizeof(double));
-  if (rc != cudaSuccess) {
-    cudaGetLastError();
-    throw Error("mse_loss on cuda:" + std::to_string(device) +
-                ": allocating 8 bytes failed: " + cudaGetErrorString(rc));
-  }
+  check_cuda(cudaMalloc(&sum, sizeof(double)), where + ": allocating 8 bytes");
   double host = 0;
   try {
     mse_kernel<<<1, kThreads>>>(out, target, grad, n, sum);
     finish("mse_loss", device);
-    rc = cudaMemcpy(&host, sum, sizeof(double), cudaMemcpyDeviceToHost);
-    if (rc != cudaSuccess) {
-      cudaGetLastError();
-      throw Error("mse_loss on cuda:" + std::to_string(device) +
-                  ": reading the sum failed: " + cudaGetErrorString(rc));
-    }
+    check_cuda(cudaMemcpy(&host, sum, sizeof(double), cudaMemcpyDeviceToHost),
+               where + ": reading the sum");
   } catch (...) {
     cudaFree(sum);
     throw;
