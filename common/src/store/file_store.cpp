@@ -18,6 +18,7 @@
 #include "dist/check.h"
 #include "dist/store.h"
 #include "net.h"
+#include "store/wire.h"
 
 namespace dist {
 namespace {
@@ -26,16 +27,6 @@ constexpr std::uint32_t kTombstone = 0xFFFFFFFFu;
 // How many FileStore objects have the file open, across all processes. The one that brings it to
 // zero deletes the file, under the lock; anyone who then locks the deleted file reopens the path.
 constexpr const char* kUsersKey = "__dist_file_store_users__";
-
-void put_u32(std::string& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xffu));
-}
-std::uint32_t get_u32(const char* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 
 }  // namespace
 
@@ -63,9 +54,9 @@ class FileStore::Log {
 
   void append(const std::string& key, const std::string* value) {
     std::string rec;
-    put_u32(rec, static_cast<std::uint32_t>(key.size()));
+    wire::append_u32(rec, static_cast<std::uint32_t>(key.size()));
     rec += key;
-    put_u32(rec, value ? static_cast<std::uint32_t>(value->size()) : kTombstone);
+    wire::append_u32(rec, value ? static_cast<std::uint32_t>(value->size()) : kTombstone);
     if (value) rec += *value;
     const off_t end = ::lseek(fd_.get(), 0, SEEK_END);
     std::size_t done = 0;
@@ -150,11 +141,11 @@ class FileStore::Log {
     };
     while (pos < buf.size()) {
       if (buf.size() - pos < 4) throw torn();
-      const std::uint32_t klen = get_u32(buf.data() + pos);
+      const std::uint32_t klen = wire::read_u32(buf.data() + pos);
       if (klen > kMaxStoreKeyBytes || buf.size() - pos - 4 < klen + 4) throw torn();
       std::string key = buf.substr(pos + 4, klen);
       pos += 4 + klen;
-      const std::uint32_t vlen = get_u32(buf.data() + pos);
+      const std::uint32_t vlen = wire::read_u32(buf.data() + pos);
       pos += 4;
       if (vlen == kTombstone) {
         data_.erase(key);

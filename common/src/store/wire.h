@@ -42,6 +42,9 @@ inline constexpr std::string_view kMagic = "dist-store-v1";
 inline constexpr std::uint32_t kMaxFrameBytes =
     static_cast<std::uint32_t>(kMaxStoreValueBytes + 4 * kMaxStoreKeyBytes + 64);
 inline constexpr std::size_t kMaxFieldsPerFrame = 4096;
+// Largest hello frame, and reply to one: the server reads no more from a connection that has not
+// passed the handshake, and the client takes a longer answer for a stranger's.
+inline constexpr std::uint32_t kMaxHelloBytes = 4096;
 
 // Builds one frame: the length prefix is filled in by finish().
 class Writer {
@@ -63,9 +66,12 @@ struct Message {
 };
 std::optional<Message> parse_payload(std::string_view payload);
 
-// The payload length announced by a 4-byte prefix.
-std::uint32_t read_length(const char* prefix);
-
+// Little-endian integers: the one encoding of lengths on the wire and in the file store's log.
+void append_u32(std::string& out, std::uint32_t v);
+std::uint32_t read_u32(const char* p);  // e.g. the payload length a frame's prefix announces
 std::string encode_u64(std::uint64_t v);
+
+// `text` as a whole decimal integer; false if it is not one (or has anything after it).
+bool parse_i64(const std::string& text, std::int64_t& out);
 
 }  // namespace dist::wire
