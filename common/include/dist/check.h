@@ -6,6 +6,7 @@
 // missing hardware. Messages name the thing to fix: the variable, the value, the rank, and a hint.
 //
 // Taught in: every chapter (the STEP 0 of each main.cpp); first met in chapter 01.
+// Built in: common/src/check.cpp (run_main) and check_fail.cpp (DIST_CHECK's failure path).
 #pragma once
 
 #include <functional>

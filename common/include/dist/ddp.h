@@ -39,6 +39,7 @@
 // host (dist::Tensor arithmetic does), a copy torch does not make.
 //
 // Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync).
+// Built in: common/src/ddp.cpp.
 #pragma once
 
 #include <condition_variable>

@@ -16,7 +16,11 @@
 // Unlike PyTorch, tcp:// and file:// also fall back to RANK/WORLD_SIZE from the environment,
 // so they work under ddprun unchanged.
 //
-// Taught in: chapter 01 (get_dist_info), chapter 02 (init methods), chapter 03 (two programs).
+// Taught in: chapter 01 (get_dist_info), chapter 02 (init methods), chapter 03 (two programs),
+// chapter 10 (monitored_barrier).
+// Built in: common/src/init.cpp (the default group), rendezvous.cpp (steps 1 and 2: resolve, meet),
+// backends/factory.cpp (step 3: connect), debug_group.cpp (monitored_barrier), one_number.cpp
+// (all_ranks_ok, report_throughput).
 #pragma once
 
 #include <chrono>
@@ -62,8 +66,9 @@ void destroy_process_group();
 // init_process_group (get_dist_info() below does not).
 int get_rank();
 int get_world_size();
-// This process's index on its machine: LOCAL_RANK from the launcher, or the rank when no
-// launcher said (one machine). Works before init too.
+// This process's index on its machine: LOCAL_RANK from the launcher. Without one, the rank
+// stands in on a job of one machine; on a job of several, init_process_group refuses to guess
+// (a ConfigError naming LOCAL_RANK). Before init: LOCAL_RANK, or 0.
 int get_local_rank();
 std::string get_backend();
 // Where this rank's tensors belong for the default group's backend: its own GPU,

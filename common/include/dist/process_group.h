@@ -34,7 +34,10 @@
 // a barrier, and refuses calls once the group has failed; a backend implements the protected
 // do_*() functions, which see only calls that passed all of that (call() says which call it is).
 //
-// Taught in: chapter 04 (all_reduce), chapter 05 (barrier).
+// Taught in: chapter 04 (all_reduce), chapter 05 (barrier), chapter 10 (mismatched
+// calls and DIST_DEBUG=DETAIL).
+// Built in: common/src/process_group.cpp (what every backend shares), backends/gloo.cpp and
+// gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
 #pragma once
 
 #include <chrono>

@@ -28,6 +28,7 @@
 // order).
 //
 // Taught in: chapter 07 (sampler).
+// Built in: common/src/sampler.cpp.
 #pragma once
 
 #include <cstdint>

@@ -28,6 +28,7 @@
 // not thread-safe: give each thread its own.
 //
 // Taught in: chapter 06 (seeds).
+// Built in: common/src/seed.cpp.
 #pragma once
 
 #include <cstdint>

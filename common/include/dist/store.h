@@ -16,6 +16,8 @@
 // private one. What it leaves out: encryption, and persistence across restarts of rank 0.
 //
 // Taught in: chapter 02 (init methods) and chapter 03 (two programs).
+// Built in: common/src/store/: store.cpp (PrefixStore, the read acknowledgements), tcp_store.cpp
+// (the client) and tcp_store_server.cpp, file_store.cpp; wire.h is the TCP protocol.
 #pragma once
 
 #include <chrono>

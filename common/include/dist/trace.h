@@ -10,6 +10,7 @@
 // Timeline pointer makes Span do nothing, so code can always say what it is doing.
 //
 // Taught in: chapter 09 (ddp_classifier).
+// Built in: common/src/trace.cpp.
 #pragma once
 
 #include <chrono>

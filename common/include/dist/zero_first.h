@@ -39,6 +39,7 @@
 // whole file, never half.
 //
 // Taught in: chapter 05 (barrier).
+// Built in: common/src/zero_first.cpp.
 #pragma once
 
 #include "dist/files.h"
