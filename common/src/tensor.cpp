@@ -1,6 +1,6 @@
-// dist::Tensor (dist/tensor.h): its storage on the CPU or a GPU, the facts about its four dtypes,
-// and torch's casts, type promotion and arithmetic. Printing, a port of torch/_tensor_str.py, is
-// in tensor_repr.cpp.
+// dist::Tensor (dist/tensor.h): its storage on the CPU or a GPU, and torch's casts, type
+// promotion and arithmetic. The dtype table is in tensor_dtype.cpp; printing, a port of
+// torch/_tensor_str.py, is in tensor_repr.cpp.
 #include "dist/tensor.h"
 
 #include <algorithm>
@@ -14,59 +14,10 @@
 #include <utility>
 
 #include "gpu/gpu.h"
+#include "tensor_dtype.h"
 
 namespace dist {
 namespace {
-
-[[noreturn]] void throw_invalid_dtype(DType dtype) {
-  throw Error("dist::Tensor: invalid dtype value " + std::to_string(static_cast<int>(dtype)) +
-              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
-}
-
-// The same, for code that only exists for floating element types (true division).
-template <typename F>
-decltype(auto) visit_floating_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case kFloat32:
-      return f(std::type_identity<float>{});
-    case kFloat64:
-      return f(std::type_identity<double>{});
-    case kInt32:
-    case kInt64:
-      break;
-  }
-  throw Error("dist::Tensor: internal error: " + std::string(dtype_name(dtype)) +
-              " reached a floating-only kernel; true division must convert integers first");
-}
-
-// How C++ code names a dtype: "dist::kFloat32", for hints that show the fix.
-std::string_view constant_name(DType dtype) {
-  switch (dtype) {
-    case kFloat32:
-      return "dist::kFloat32";
-    case kFloat64:
-      return "dist::kFloat64";
-    case kInt32:
-      return "dist::kInt32";
-    case kInt64:
-      return "dist::kInt64";
-  }
-  throw_invalid_dtype(dtype);
-}
-
-std::string_view cpp_type_name(DType dtype) {
-  switch (dtype) {
-    case kFloat32:
-      return "float";
-    case kFloat64:
-      return "double";
-    case kInt32:
-      return "std::int32_t";
-    case kInt64:
-      return "std::int64_t";
-  }
-  throw_invalid_dtype(dtype);
-}
 
 // The shortest text that reads back as `value` ("0.1", "1e+20", "nan"), for error messages.
 std::string shortest_text(double value) {
@@ -148,11 +99,14 @@ struct TrueDivide {
 // Dispatches on a result dtype, instantiating only the element types `Op` is defined for.
 template <typename Op, typename F>
 void visit_result_dtype(DType dtype, F&& f) {
-  if constexpr (std::is_invocable_v<Op, std::int64_t, std::int64_t>) {
-    visit_dtype(dtype, f);
-  } else {
-    visit_floating_dtype(dtype, f);
-  }
+  visit_dtype(dtype, [&]<typename T>(std::type_identity<T> type) {
+    if constexpr (std::is_invocable_v<Op, T, T>) {
+      f(type);
+    } else {
+      throw Error("dist::Tensor: internal error: " + std::string(dtype_name(dtype)) +
+                  " reached a floating-only kernel; true division must convert integers first");
+    }
+  });
 }
 
 // torch gives integer inputs its default dtype, float32, where the result must be floating: true
@@ -213,57 +167,18 @@ Tensor combine_scalar(const Tensor& a, Scalar s, DType result, Op op) {
 // result for an integer tensor rather than silently truncating it.
 Tensor& assign_result(Tensor& self, Tensor result, std::string_view op) {
   if (is_floating_point(result.dtype()) && !is_floating_point(self.dtype())) {
-    throw Error("dist::Tensor " + std::string(op) + ": result type " +
-                std::string(dtype_name(result.dtype())) +
-                " can't be cast to the desired output type " +
-                std::string(dtype_name(self.dtype())) +
-                " (torch refuses this too). Convert the tensor first: t = t.to(" +
-                std::string(constant_name(result.dtype())) + "); t " + std::string(op) + " ...");
+    throw Error(
+        "dist::Tensor " + std::string(op) + ": result type " +
+        std::string(dtype_name(result.dtype())) + " can't be cast to the desired output type " +
+        std::string(dtype_name(self.dtype())) +
+        " (torch refuses this too). Convert the tensor first: t = t.to(" +
+        std::string(dtype_info(result.dtype()).constant_name) + "); t " + std::string(op) + " ...");
   }
   self = result.dtype() == self.dtype() ? std::move(result) : result.to(self.dtype());
   return self;
 }
 
 }  // namespace
-
-std::size_t element_size(DType dtype) {
-  switch (dtype) {
-    case kFloat32:
-      return sizeof(float);
-    case kFloat64:
-      return sizeof(double);
-    case kInt32:
-      return sizeof(std::int32_t);
-    case kInt64:
-      return sizeof(std::int64_t);
-  }
-  throw_invalid_dtype(dtype);
-}
-
-bool is_floating_point(DType dtype) {
-  return dtype == kFloat32 || dtype == kFloat64;
-}
-
-std::string_view dtype_name(DType dtype) {
-  switch (dtype) {
-    case kFloat32:
-      return "torch.float32";
-    case kFloat64:
-      return "torch.float64";
-    case kInt32:
-      return "torch.int32";
-    case kInt64:
-      return "torch.int64";
-  }
-  throw_invalid_dtype(dtype);
-}
-
-DType promote_types(DType a, DType b) {
-  // Floating beats integer whatever the widths (int64 + float32 is float32); within a kind, the
-  // wider type wins.
-  if (is_floating_point(a) != is_floating_point(b)) return is_floating_point(a) ? a : b;
-  return element_size(a) >= element_size(b) ? a : b;
-}
 
 namespace detail {
 
@@ -460,10 +375,11 @@ double Tensor::sum() const {
 
 void Tensor::check_dtype(DType expected) const {
   if (expected == dtype_) return;
-  throw Error("dist::Tensor::data_ptr<" + std::string(cpp_type_name(expected)) + ">() on a " +
+  throw Error("dist::Tensor::data_ptr<" + std::string(dtype_info(expected).cpp_name) + ">() on a " +
               std::string(dtype_name(dtype_)) + " tensor: the element type must match the dtype; " +
-              "use data_ptr<" + std::string(cpp_type_name(dtype_)) +
-              ">() or convert first with .to(" + std::string(constant_name(expected)) + ")");
+              "use data_ptr<" + std::string(dtype_info(dtype_).cpp_name) +
+              ">() or convert first with .to(" + std::string(dtype_info(expected).constant_name) +
+              ")");
 }
 
 Tensor& Tensor::operator+=(const Tensor& other) {

@@ -1,7 +1,7 @@
 // dist::Tensor's repr (dist/tensor.h, tensor_repr.h): a port of torch/_tensor_str.py from PyTorch
 // 1.13, with its default print options, for 1-D tensors, so that what a rank prints reads exactly
 // like the Python program it mirrors. It only reads values; storage, casts and arithmetic are in
-// tensor.cpp.
+// tensor.cpp, the dtype names in tensor_dtype.cpp.
 #include "tensor_repr.h"
 
 #include <algorithm>

@@ -45,12 +45,19 @@ bool is_floating_point(DType dtype);
 std::string_view dtype_name(DType dtype);  // "torch.float32", ... as torch spells them
 DType promote_types(DType a, DType b);     // torch.promote_types for these four dtypes
 
-// Calls f(std::type_identity<T>{}) with T the C++ element type of `dtype`: the one place that
+namespace detail {
+// Throws dist::Error naming the bad value and the four dtypes; `who` ("dist::Tensor: ", or "")
+// opens the message.
+[[noreturn]] void throw_invalid_dtype(DType dtype, std::string_view who);
+}  // namespace detail
+
+// Calls f(std::type_identity<T>{}) with T the C++ element type of `dtype`. It is the one place
+// that pairs each dtype with its C++ type (the library's dtype table takes sizes from it) and that
 // turns the run-time dtype into compile-time code, e.g.
 //   dist::visit_dtype(t.dtype(), [&]<typename T>(std::type_identity<T>) { T* p = t.data_ptr<T>();
 //   });
 template <typename F>
-decltype(auto) visit_dtype(DType dtype, F&& f) {
+constexpr decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kFloat32:
       return f(std::type_identity<float>{});
@@ -61,8 +68,7 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::kInt64:
       return f(std::type_identity<std::int64_t>{});
   }
-  throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)) +
-              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
+  detail::throw_invalid_dtype(dtype, "");
 }
 
 template <typename T>
