@@ -45,12 +45,19 @@ bool is_floating_point(DType dtype);
 std::string_view dtype_name(DType dtype);  // "torch.float32", ... as torch spells them
 DType promote_types(DType a, DType b);     // torch.promote_types for these four dtypes
 
-// Calls f(std::type_identity<T>{}) with T the C++ element type of `dtype`: the one place that
-// turns the run-time dtype into compile-time code, e.g.
+namespace detail {
+// Throws dist::Error naming the bad value and the four dtypes; `who` ("dist::Tensor: ", or "")
+// opens the message.
+[[noreturn]] void throw_invalid_dtype(DType dtype, std::string_view who);
+}  // namespace detail
+
+// Calls f(std::type_identity<T>{}) with T the C++ element type of `dtype`. It is the one place
+// that pairs each dtype with its C++ type (dtype_of reads it backwards, and the library's dtype
+// table takes sizes from it) and that turns the run-time dtype into compile-time code, e.g.
 //   dist::visit_dtype(t.dtype(), [&]<typename T>(std::type_identity<T>) { T* p = t.data_ptr<T>();
 //   });
 template <typename F>
-decltype(auto) visit_dtype(DType dtype, F&& f) {
+constexpr decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kFloat32:
       return f(std::type_identity<float>{});
@@ -61,27 +68,20 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::kInt64:
       return f(std::type_identity<std::int64_t>{});
   }
-  throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)) +
-              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
+  detail::throw_invalid_dtype(dtype, "");
 }
 
+// The dtype whose element type is T, read back from visit_dtype: dtype_of<float>() is kFloat32.
+// It runs at compile time, so for any other T the build stops at the throw below.
 template <typename T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() {
-  return kFloat32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return kFloat64;
-}
-template <>
-constexpr DType dtype_of<std::int32_t>() {
-  return kInt32;
-}
-template <>
-constexpr DType dtype_of<std::int64_t>() {
-  return kInt64;
+consteval DType dtype_of() {
+  for (DType dtype : {kFloat32, kFloat64, kInt32, kInt64}) {
+    if (visit_dtype(dtype,
+                    []<typename U>(std::type_identity<U>) { return std::is_same_v<U, T>; })) {
+      return dtype;
+    }
+  }
+  throw "dist::dtype_of<T>: T is not the element type of any dist::DType";
 }
 
 namespace detail {
