@@ -33,6 +33,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher_variables.h"
+
 extern char** environ;
 
 namespace {
@@ -646,41 +648,28 @@ TEST(Ddprun, ReportsAFileThatIsNotExecutableOnce) {
 // ---- Help
 
 TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
+  std::vector<std::string> parts = {"usage: ddprun [options] PROGRAM [ARGS...]",
+                                    "--nproc-per-node",
+                                    "--nnodes",
+                                    "--node-rank",
+                                    "--master-addr",
+                                    "--master-port",
+                                    "--standalone",
+                                    "--local-rank-arg",
+                                    "--grace-period",
+                                    "--no-python",
+                                    "--help",
+                                    "--version",
+                                    "OMP_NUM_THREADS",
+                                    "Exit codes"};
+  parts.insert(parts.end(), std::begin(dist::testing::kDdprunVariables),
+               std::end(dist::testing::kDdprunVariables));
   for (const std::string flag : {"--help", "-h"}) {
     SCOPED_TRACE(flag);
     const Result r = run_ddprun({flag});
     EXPECT_EQ(r.exit_code, 0);
     EXPECT_EQ(r.err, "");
-    for (const std::string part : {"usage: ddprun [options] PROGRAM [ARGS...]",
-                                   "--nproc-per-node",
-                                   "--nnodes",
-                                   "--node-rank",
-                                   "--master-addr",
-                                   "--master-port",
-                                   "--standalone",
-                                   "--local-rank-arg",
-                                   "--grace-period",
-                                   "--no-python",
-                                   "--help",
-                                   "--version",
-                                   "RANK",
-                                   "LOCAL_RANK",
-                                   "WORLD_SIZE",
-                                   "LOCAL_WORLD_SIZE",
-                                   "GROUP_RANK",
-                                   "GROUP_WORLD_SIZE",
-                                   "ROLE_RANK",
-                                   "ROLE_WORLD_SIZE",
-                                   "ROLE_NAME",
-                                   "MASTER_ADDR",
-                                   "MASTER_PORT",
-                                   "TORCHELASTIC_RESTART_COUNT",
-                                   "TORCHELASTIC_MAX_RESTARTS",
-                                   "TORCHELASTIC_RUN_ID",
-                                   "OMP_NUM_THREADS",
-                                   "DIST_LAUNCHER",
-                                   "DIST_STORE_TOKEN",
-                                   "Exit codes"}) {
+    for (const std::string& part : parts) {
       EXPECT_TRUE(contains(r.out, part)) << "--help does not mention " << part;
     }
   }

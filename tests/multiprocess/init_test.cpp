@@ -270,12 +270,7 @@ TEST(BadInput, MissingMasterAddrUnderMpirunOrSlurmSaysHowToPassIt) {
   // A launcher's variables with no meeting point, and none of torchrun's.
   const auto only = [](std::map<std::string, std::string> vars) {
     return [vars = std::move(vars)](int) {
-      set_env({{"RANK", ""},
-               {"WORLD_SIZE", ""},
-               {"LOCAL_RANK", ""},
-               {"LOCAL_WORLD_SIZE", ""},
-               {"MASTER_ADDR", ""},
-               {"MASTER_PORT", ""}});
+      dist::testing::clear_launcher_env();
       set_env(vars);
     };
   };

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dist/check.h"
+#include "launcher_variables.h"
 
 namespace dist::testing {
 namespace {
@@ -112,20 +113,19 @@ void set_env(const std::map<std::string, std::string>& vars) {
   }
 }
 
+void clear_launcher_env() {
+  for (const char* name : kDdprunVariables) ::unsetenv(name);
+  for (const char* name : kOtherLauncherVariables) ::unsetenv(name);
+}
+
 void set_launcher_env(int rank, int world_size, int port) {
+  clear_launcher_env();
   set_env({{"RANK", std::to_string(rank)},
            {"WORLD_SIZE", std::to_string(world_size)},
            {"LOCAL_RANK", std::to_string(rank)},
            {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
            {"MASTER_ADDR", "127.0.0.1"},
-           {"MASTER_PORT", std::to_string(port)},
-           {"OMPI_COMM_WORLD_RANK", ""},
-           {"OMPI_COMM_WORLD_SIZE", ""},
-           {"OMPI_COMM_WORLD_LOCAL_RANK", ""},
-           {"OMPI_COMM_WORLD_LOCAL_SIZE", ""},
-           {"SLURM_PROCID", ""},
-           {"SLURM_NTASKS", ""},
-           {"SLURM_LOCALID", ""}});
+           {"MASTER_PORT", std::to_string(port)}});
 }
 
 std::string describe(const std::vector<RankResult>& results) {

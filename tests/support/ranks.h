@@ -37,8 +37,12 @@ Listener listen_on_loopback();
 // Sets (or, for "", unsets) environment variables in this process.
 void set_env(const std::map<std::string, std::string>& vars);
 
-// Sets RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT as ddprun would, and clears the
-// other launchers' variables so the machine's environment cannot leak into a test.
+// Unsets every launcher's variables (launcher_variables.h): nothing of the machine's
+// environment, or of another test, says who this process is.
+void clear_launcher_env();
+
+// Clears the launchers' variables, then sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+// (all ranks on one machine), MASTER_ADDR=127.0.0.1 and MASTER_PORT, as ddprun would.
 void set_launcher_env(int rank, int world_size, int port);
 
 // True if `part` occurs in `text`: how tests look for a line or a phrase in captured output.
