@@ -209,9 +209,7 @@ void check_send_recv(Checker& c, int W, DType dtype, std::int64_t n) {
   }
 }
 
-int run_every_collective(int rank, int world, int port) {
-  dist::testing::set_launcher_env(rank, world, port);
-  dist::init_process_group({.backend = "gloo"});
+int run_every_collective(int rank, int world) {
   Checker c{rank};
   for (DType dtype : {dist::kFloat32, dist::kFloat64, dist::kInt32, dist::kInt64}) {
     const auto large = kLargeBytes / static_cast<std::int64_t>(dist::element_size(dtype));
@@ -227,7 +225,6 @@ int run_every_collective(int rank, int world, int port) {
     }
   }
   dist::barrier();
-  dist::destroy_process_group();
   std::cout << c.log.str() << "failures: " << c.failures << std::endl;
   return c.failures == 0 ? 0 : 1;
 }
@@ -236,11 +233,9 @@ class EveryCollective : public ::testing::TestWithParam<int> {};
 
 TEST_P(EveryCollective, MatchesItsClosedFormForEveryDtypeOpAndSize) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = dist::testing::run_ranks(
-      world, [&](int r) { return run_every_collective(r, world, port); },
-      std::chrono::seconds(240));
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << dist::testing::describe(results);
+  dist::testing::expect_all_ok(dist::testing::run_group(
+      world, {.backend = "gloo"}, [&](int r) { return run_every_collective(r, world); },
+      {.deadline = std::chrono::seconds(240)}));
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EveryCollective, ::testing::Values(1, 2, 3, 4, 8),

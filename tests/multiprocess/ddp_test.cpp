@@ -18,8 +18,8 @@ namespace {
 using namespace std::chrono_literals;
 using dist::testing::contains;
 using dist::testing::describe;
-using dist::testing::run_ranks;
-using dist::testing::set_launcher_env;
+using dist::testing::expect_all_ok;
+using dist::testing::run_group;
 
 class DdpWorlds : public ::testing::TestWithParam<int> {};
 
@@ -28,10 +28,7 @@ class DdpWorlds : public ::testing::TestWithParam<int> {};
 // the mean over ranks: dW = W + 1, db = (W + 1) / 2.
 TEST_P(DdpWorlds, BroadcastsRankZerosWeightsAndAveragesTheGradients) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     const auto r = static_cast<float>(rank);
     dist::Linear model(1, 1, {{r + 1}, {-r}});
     dist::DistributedDataParallel ddp(model.parameters());
@@ -43,20 +40,15 @@ TEST_P(DdpWorlds, BroadcastsRankZerosWeightsAndAveragesTheGradients) {
     // rounded (r + 1) / W happen to round to these exactly for W = 1 to 4).
     ok = ok && model.weight().grad.item(0) == world + 1.0 &&
          model.bias().grad.item(0) == (world + 1.0) / 2;
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, DdpWorlds, ::testing::Values(1, 2, 3, 4),
                          [](const auto& p) { return "world" + std::to_string(p.param); });
 
 TEST(Ddp, RanksThatWrapDifferentModelsAllStopWithAMessage) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(3, [&](int rank) {
-    set_launcher_env(rank, 3, port);
-    dist::init_process_group({.timeout = 30s});
+  auto results = run_group(3, {.timeout = 30s}, [&](int rank) {
     const std::int64_t in = rank == 2 ? 2 : 1;  // rank 2 built Linear(2, 1)
     dist::Linear model(in, 1, {std::vector<float>(static_cast<std::size_t>(in), 0.5f), {0}});
     try {
@@ -119,10 +111,7 @@ bool holds_the_mean(ThreeLayers& m, int world, const std::vector<int>& steps) {
 // c.weight (6) + b.bias (3) = 11, then b.weight (12) would make 23: still fits, a.bias (4) makes
 // 27 > 26: a new bucket, then a.weight (40) alone.
 TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(2, [&](int rank) {
-    set_launcher_env(rank, 2, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(2, {.timeout = 30s}, [](int) {
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
     const auto& b = ddp.buckets();
@@ -130,10 +119,8 @@ TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
                     b[0].numel == 23 && b[1].params == std::vector<std::size_t>{1} &&
                     b[2].params == std::vector<std::size_t>{0} && b[2].numel == 40 &&
                     ddp.overlapping();
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 // Gradients marked ready layer by layer, as backward produces them, with buckets all-reduced on
@@ -141,10 +128,7 @@ TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
 // the timeline shows each bucket's all_reduce on that thread.
 TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     dist::Timeline timeline(rank);
     ThreeLayers overlapped, plain;
     dist::DistributedDataParallel ddp(overlapped.parameters(),
@@ -169,19 +153,14 @@ TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
     // Every bucket's all_reduce is a span: on the gradient thread when there is one (W > 1).
     ok = ok && timeline.size() >= 3 * 3 && contains(trace, "all_reduce bucket 2 (40 values)") &&
          contains(trace, "\"name\": \"gradient all_reduce\"") == (world > 1);
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 // no_sync for two micro-batches, then a synchronised one: the average of the three summed.
 TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
     bool ok = true;
@@ -197,17 +176,12 @@ TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
     m.fill_grads(rank, 2);
     ddp.average_gradients();
     ok = ok && holds_the_mean(m, world, {0, 1, 2});
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(1, [&](int rank) {
-    set_launcher_env(rank, 1, port);
-    dist::init_process_group({.timeout = 30s});
+  auto results = run_group(1, {.timeout = 30s}, [](int) {
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters());
     std::string missing, twice;
@@ -223,7 +197,6 @@ TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
       twice = e.what();
     }
     std::printf("%s\n%s\n", missing.c_str(), twice.c_str());
-    dist::destroy_process_group();
     return contains(missing, "the gradient of 'weight' was never marked ready this step") &&
                    contains(twice, "was marked ready twice in one step")
                ? 0

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "dist/check.h"
 #include "launcher_variables.h"
 
@@ -126,6 +128,26 @@ void set_launcher_env(int rank, int world_size, int port) {
            {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
            {"MASTER_ADDR", "127.0.0.1"},
            {"MASTER_PORT", std::to_string(port)}});
+}
+
+std::vector<RankResult> run_group(int world_size, const dist::InitOptions& options,
+                                  const std::function<int(int rank)>& body, const GroupRun& run) {
+  const int port = run.port != 0 ? run.port : free_port();
+  return run_ranks(
+      world_size,
+      [&](int rank) {
+        set_launcher_env(rank, world_size, port);
+        set_env(run.env);
+        dist::init_process_group(options);
+        const int code = body(rank);
+        if (dist::is_initialized()) dist::destroy_process_group();
+        return code;
+      },
+      run.deadline);
+}
+
+void expect_all_ok(const std::vector<RankResult>& results) {
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
 }
 
 std::string describe(const std::vector<RankResult>& results) {
