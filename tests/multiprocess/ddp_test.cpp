@@ -123,6 +123,52 @@ TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
   }));
 }
 
+// Parameters of the given sizes, with gradients of their size.
+std::vector<dist::Parameter> parameters_of(const std::vector<std::int64_t>& sizes) {
+  std::vector<dist::Parameter> all;
+  for (std::int64_t n : sizes) {
+    all.push_back({"p" + std::to_string(all.size()), dist::zeros(n), dist::zeros(n)});
+  }
+  return all;
+}
+
+// The buckets DDP builds for parameters of these sizes, as "[2 1] 64, [0] 16": each bucket's
+// parameters in packing order, then its number of values.
+std::string bucket_layout(const std::vector<std::int64_t>& sizes, double bucket_cap_mb) {
+  std::vector<dist::Parameter> params = parameters_of(sizes);
+  std::vector<dist::Parameter*> pointers;
+  for (dist::Parameter& p : params) pointers.push_back(&p);
+  dist::DistributedDataParallel ddp(pointers, {.bucket_cap_mb = bucket_cap_mb});
+  std::string layout;
+  for (const auto& b : ddp.buckets()) {
+    layout += layout.empty() ? "[" : ", [";
+    for (std::size_t k : b.params) layout += (layout.back() == '[' ? "" : " ") + std::to_string(k);
+    layout += "] " + std::to_string(b.numel);
+  }
+  return layout;
+}
+
+// A cap of 1/4096 MiB is 2^20 / 4096 bytes = 256 bytes = 64 float32 values, exactly. Parameters
+// of 16, 40 and 24 values, packed from the last: 24 + 40 = 64 fills the first bucket to the cap,
+// and still fits (a bucket closes when the next parameter would take it over the cap, not when
+// it reaches it); 16 starts the next. One value more in the middle, 24 + 41 = 65, is over the
+// cap: 41 starts the second bucket, and 16 joins it (57 values).
+TEST(DdpBuckets, ABucketFilledExactlyToItsCapTakesTheLastParameterAndOneValueMoreDoesNot) {
+  constexpr double kCapMb = 1.0 / 4096;
+  static_assert(kCapMb * 1024 * 1024 / 4 == 64);
+  auto results = run_group(2, {.timeout = 30s}, [](int) {
+    const std::string exact = bucket_layout({16, 40, 24}, kCapMb);
+    const std::string over = bucket_layout({16, 41, 24}, kCapMb);
+    std::printf("exactly the cap: %s\none value over: %s\n", exact.c_str(), over.c_str());
+    return 0;
+  });
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << describe(results);
+    EXPECT_TRUE(contains(r.output, "exactly the cap: [2 1] 64, [0] 16\n")) << describe(results);
+    EXPECT_TRUE(contains(r.output, "one value over: [2] 24, [1 0] 57\n")) << describe(results);
+  }
+}
+
 // Gradients marked ready layer by layer, as backward produces them, with buckets all-reduced on
 // the gradient thread meanwhile, give the same averages as one call at the end without overlap;
 // the timeline shows each bucket's all_reduce on that thread.
