@@ -470,6 +470,24 @@ TEST(Ddprun, StopsTheOtherRanksWhenOneExitsNonZero) {
   expect_every_probe_gone(r.out);
 }
 
+// On the second of two machines a rank's number is not its local rank: the second machine's
+// local rank 1 is rank 3, and every line names rank 3 (the first with its local rank beside).
+// The probes talk to no one, so this ddprun needs no first machine.
+TEST(Ddprun, NamesTheFailedRankByItsGlobalRankOnTheSecondMachine) {
+  const Result r = run_ddprun({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2",
+                               PROBE_PATH, "--exit-on-rank", "3:3", "--sleep", "60"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_LT(r.seconds, kStopLimitS);
+  for (const std::string line :
+       {"ddprun: rank 3 (local_rank 1, pid ", ") exited with code 3; stopping the other rank\n",
+        "ddprun:   rank 2  stopped by ddprun (SIGTERM)\n",
+        "ddprun:   rank 3  exit code 3   <- first failure\n",
+        "ddprun: first failure: rank 3 exited with code 3; ddprun exits 3\n"}) {
+    EXPECT_TRUE(contains(r.err, line)) << r.err;
+  }
+  expect_every_probe_gone(r.out);
+}
+
 TEST(Ddprun, ReportsARankKilledBySignalAndExits128PlusTheSignal) {
   const Result r =
       run_ddprun({"--nproc-per-node", "4", PROBE_PATH, "--sigkill-on-rank", "1", "--sleep", "60"});
