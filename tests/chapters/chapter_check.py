@@ -21,11 +21,15 @@ Each run has a 120 s deadline. Exit 0 when every case passes, 1 otherwise.
 """
 import re
 import shlex
-import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
+DEADLINE_S = 120
 
 
 def parse_case(case):
@@ -43,11 +47,6 @@ def parse_case(case):
     return nproc, args
 
 
-def launch(bin_dir, nproc, command):
-    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), *command]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-
-
 def show(title, run):
     print(f"--- {title}: exit code {run.returncode}")
     print(run.stdout + run.stderr)
@@ -57,7 +56,7 @@ def check_run(bin_dir, program, cases):
     failures = 0
     for case in cases:
         nproc, args = parse_case(case)
-        run = launch(bin_dir, nproc, [f"{bin_dir}/{program}", *args])
+        run = ddprun(bin_dir, nproc, [f"{bin_dir}/{program}", *args], deadline=DEADLINE_S)
         ok_line = any(line.startswith(f"[rank 0/{nproc}] OK") for line in run.stdout.splitlines())
         if run.returncode == 0 and ok_line:
             print(f"ok: {program} {case}")
@@ -134,8 +133,8 @@ def check_parity(bin_dir, program, twin, cases):
     kept = lambda text: "\n".join(l for l in text.splitlines() if not (ignore and ignore.search(l)))
     for case in cases:
         nproc, args = parse_case(case)
-        ours = launch(bin_dir, nproc, [f"{bin_dir}/{program}", *args])
-        theirs = launch(bin_dir, nproc, [PYTHON, twin, *args])
+        ours = ddprun(bin_dir, nproc, [f"{bin_dir}/{program}", *args], deadline=DEADLINE_S)
+        theirs = ddprun(bin_dir, nproc, [PYTHON, twin, *args], deadline=DEADLINE_S)
         only_theirs, only_ours = differences(kept(ours.stdout), kept(theirs.stdout), rtol)
         lines = len(kept(ours.stdout).splitlines())
         if ours.returncode == 0 and theirs.returncode == 0 and not only_theirs and not only_ours \

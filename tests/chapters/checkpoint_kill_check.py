@@ -21,8 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from classifier_check import SMALL, run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
 
 # The chapter's model: fc1 196x128 and its bias, BatchNorm's 128 weights and biases, fc2 128x10
 # and its bias; the checkpoint holds BatchNorm's two running buffers first.
@@ -55,9 +59,8 @@ def whole_checkpoint(path):
 
 def killed_job(bin_dir, data, ckpt, after_s):
     """Starts --epochs 3 --checkpoint ckpt and SIGKILLs the whole job after `after_s` seconds."""
-    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", "2",
-           f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *SMALL, "--epochs", "3",
-           "--checkpoint", ckpt]
+    cmd = ddprun(bin_dir, 2, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *SMALL,
+                              "--epochs", "3", "--checkpoint", ckpt])
     job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)  # ddprun and its ranks share a group
     try:

@@ -23,14 +23,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chapter_check import launch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
 
 SMALL = ["--train-samples", "1024", "--test-samples", "500", "--min-accuracy", "0.6"]
 
 
 def run(bin_dir, data, *args, nproc=2, small=SMALL):
-    result = launch(bin_dir, nproc, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *small,
-                                     *args])
+    result = ddprun(bin_dir, nproc, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *small,
+                                     *args], deadline=120)
     if result.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(args)} exited {result.returncode}\n"
                          f"{result.stdout}{result.stderr}")

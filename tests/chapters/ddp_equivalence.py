@@ -15,8 +15,10 @@ the number of usable GPUs is left out, and without a usable GPU it exits 77 (ski
 import re
 import subprocess
 import sys
+from pathlib import Path
 
-from chapter_check import launch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
 
 FINAL = re.compile(r"^\[rank 0/\d+\] final: w = (\S+), b = (\S+)$", re.M)
 LOSS = re.compile(r"^\[rank 0/\d+\] epoch +(\d+): loss (\S+)$", re.M)
@@ -52,8 +54,8 @@ def main(argv):
     program = f"{bin_dir}/ch08_ddp_linear"
     failures = 0
     for w in worlds:
-        ddp = launch(bin_dir, w, [program, *backend])
-        one = launch(bin_dir, 1, [program, *backend, "--simulate-world", str(w)])
+        ddp = ddprun(bin_dir, w, [program, *backend], deadline=120)
+        one = ddprun(bin_dir, 1, [program, *backend, "--simulate-world", str(w)], deadline=120)
         (ddp_final, ddp_losses), (one_final, one_losses) = results(ddp), results(one)
         ok = ddp.returncode == 0 and one.returncode == 0 and ddp_final and one_final
         ok = ok and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(ddp_final, one_final))

@@ -18,19 +18,21 @@ Each job has a 60 s deadline. Exit 0 when every claim holds, 1 otherwise.
 """
 import os
 import re
-import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
 
 TIMEOUT_S = 3  # the twin's --timeout
 
 
 def run(bin_dir, twin, case, detail):
     env = dict(os.environ, TORCH_DISTRIBUTED_DEBUG="DETAIL" if detail else "OFF")
-    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", "2", "/usr/bin/python3", twin,
-           case, "--timeout", str(TIMEOUT_S)]
     start = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    p = ddprun(bin_dir, 2, ["/usr/bin/python3", twin, case, "--timeout", str(TIMEOUT_S)],
+               deadline=60, env=env)
     return p.returncode, p.stdout + p.stderr, time.monotonic() - start
 
 

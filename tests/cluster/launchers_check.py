@@ -27,25 +27,26 @@ from pathlib import Path
 # The reference for two machines, and a free port: the same helpers as ./tutorial run multinode.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "multinode"))
 from two_machines import free_port, one_machine_lines  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import LAUNCHER_VARIABLES, ddprun  # noqa: E402
 
 CHAPTERS = ["ch01_get_dist_info", "ch04_all_reduce", "ch08_ddp_linear"]
-LAUNCHER_VARS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                 "MASTER_ADDR", "MASTER_PORT", "DIST_STORE_TOKEN"]
 
 
 def clean_env(**extra):
-    """This process's environment without any launcher's variables, plus `extra`."""
+    """This process's environment without any launcher's variables (the list, and all of
+    mpirun's and srun's, whose many others would tell a rank it runs under them), plus `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if k not in LAUNCHER_VARS and not k.startswith(("OMPI_", "SLURM_", "PMIX_"))}
+           if k not in LAUNCHER_VARIABLES and not k.startswith(("OMPI_", "SLURM_", "PMIX_"))}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
 
 def ddprun_lines(bin_dir, program, nproc):
-    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), f"{bin_dir}/{program}"]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=clean_env())
+    command = [f"{bin_dir}/{program}"]
+    run = ddprun(bin_dir, nproc, command, deadline=120, env=clean_env())
     if run.returncode != 0:
-        raise SystemExit(f"the reference run failed: {' '.join(cmd)}\n{run.stderr}")
+        raise SystemExit(f"the reference run failed: {' '.join(run.args)}\n{run.stderr}")
     return Counter(run.stdout.splitlines())
 
 

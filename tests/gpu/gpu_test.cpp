@@ -123,12 +123,7 @@ class WorldOfOne : public ::testing::Test {
  protected:
   void init(const std::string& backend, std::chrono::milliseconds timeout = 20s) {
     // Nothing from the machine's launcher may leak in: one rank, on GPU 0.
-    dist::testing::set_env({{"LOCAL_RANK", ""},
-                            {"LOCAL_WORLD_SIZE", ""},
-                            {"OMPI_COMM_WORLD_LOCAL_RANK", ""},
-                            {"OMPI_COMM_WORLD_LOCAL_SIZE", ""},
-                            {"SLURM_LOCALID", ""},
-                            {"SLURM_NTASKS_PER_NODE", ""}});
+    dist::testing::clear_launcher_env();
     dist::init_process_group(
         {.backend = backend,
          .init_method = "tcp://127.0.0.1:" + std::to_string(dist::testing::free_port()),

@@ -33,6 +33,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher_variables.h"
+
 extern char** environ;
 
 namespace {
@@ -468,6 +470,24 @@ TEST(Ddprun, StopsTheOtherRanksWhenOneExitsNonZero) {
   expect_every_probe_gone(r.out);
 }
 
+// On the second of two machines a rank's number is not its local rank: the second machine's
+// local rank 1 is rank 3, and every line names rank 3 (the first with its local rank beside).
+// The probes talk to no one, so this ddprun needs no first machine.
+TEST(Ddprun, NamesTheFailedRankByItsGlobalRankOnTheSecondMachine) {
+  const Result r = run_ddprun({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2",
+                               PROBE_PATH, "--exit-on-rank", "3:3", "--sleep", "60"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_LT(r.seconds, kStopLimitS);
+  for (const std::string line :
+       {"ddprun: rank 3 (local_rank 1, pid ", ") exited with code 3; stopping the other rank\n",
+        "ddprun:   rank 2  stopped by ddprun (SIGTERM)\n",
+        "ddprun:   rank 3  exit code 3   <- first failure\n",
+        "ddprun: first failure: rank 3 exited with code 3; ddprun exits 3\n"}) {
+    EXPECT_TRUE(contains(r.err, line)) << r.err;
+  }
+  expect_every_probe_gone(r.out);
+}
+
 TEST(Ddprun, ReportsARankKilledBySignalAndExits128PlusTheSignal) {
   const Result r =
       run_ddprun({"--nproc-per-node", "4", PROBE_PATH, "--sigkill-on-rank", "1", "--sleep", "60"});
@@ -646,41 +666,28 @@ TEST(Ddprun, ReportsAFileThatIsNotExecutableOnce) {
 // ---- Help
 
 TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
+  std::vector<std::string> parts = {"usage: ddprun [options] PROGRAM [ARGS...]",
+                                    "--nproc-per-node",
+                                    "--nnodes",
+                                    "--node-rank",
+                                    "--master-addr",
+                                    "--master-port",
+                                    "--standalone",
+                                    "--local-rank-arg",
+                                    "--grace-period",
+                                    "--no-python",
+                                    "--help",
+                                    "--version",
+                                    "OMP_NUM_THREADS",
+                                    "Exit codes"};
+  parts.insert(parts.end(), std::begin(dist::testing::kDdprunVariables),
+               std::end(dist::testing::kDdprunVariables));
   for (const std::string flag : {"--help", "-h"}) {
     SCOPED_TRACE(flag);
     const Result r = run_ddprun({flag});
     EXPECT_EQ(r.exit_code, 0);
     EXPECT_EQ(r.err, "");
-    for (const std::string part : {"usage: ddprun [options] PROGRAM [ARGS...]",
-                                   "--nproc-per-node",
-                                   "--nnodes",
-                                   "--node-rank",
-                                   "--master-addr",
-                                   "--master-port",
-                                   "--standalone",
-                                   "--local-rank-arg",
-                                   "--grace-period",
-                                   "--no-python",
-                                   "--help",
-                                   "--version",
-                                   "RANK",
-                                   "LOCAL_RANK",
-                                   "WORLD_SIZE",
-                                   "LOCAL_WORLD_SIZE",
-                                   "GROUP_RANK",
-                                   "GROUP_WORLD_SIZE",
-                                   "ROLE_RANK",
-                                   "ROLE_WORLD_SIZE",
-                                   "ROLE_NAME",
-                                   "MASTER_ADDR",
-                                   "MASTER_PORT",
-                                   "TORCHELASTIC_RESTART_COUNT",
-                                   "TORCHELASTIC_MAX_RESTARTS",
-                                   "TORCHELASTIC_RUN_ID",
-                                   "OMP_NUM_THREADS",
-                                   "DIST_LAUNCHER",
-                                   "DIST_STORE_TOKEN",
-                                   "Exit codes"}) {
+    for (const std::string& part : parts) {
       EXPECT_TRUE(contains(r.out, part)) << "--help does not mention " << part;
     }
   }

@@ -19,31 +19,16 @@
 #include <string>
 #include <thread>
 
+#include "launcher_variables.h"
+
 namespace {
 
 // Long enough for the other ranks to be running when this one fails, short for the tests.
 constexpr auto kFailureDelay = std::chrono::milliseconds(100);
 
-const char* const kVariables[] = {
-    "DIST_STORE_TOKEN",
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "ROLE_RANK",
-    "ROLE_WORLD_SIZE",
-    "ROLE_NAME",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_RUN_ID",
-    "OMP_NUM_THREADS",
-    "DIST_LAUNCHER",
-    "DDPRUN_TEST_MARKER",
-};
+// Besides what ddprun sets for every rank (tests/support/launcher_variables.h): the thread count
+// it sets only sometimes, and a variable of the tests' own, to see the environment passed on.
+const char* const kAlsoPrinted[] = {"OMP_NUM_THREADS", "DDPRUN_TEST_MARKER"};
 
 struct Behaviour {
   int exit_rank = -1;
@@ -79,10 +64,12 @@ Behaviour read_behaviour(int argc, char** argv) {
 // One line, one write(): lines from several ranks never tear into each other.
 void print_what_the_launcher_gave(int argc, char** argv) {
   std::string line = "probe: PID=" + std::to_string(::getpid());
-  for (const char* name : kVariables) {
+  const auto print = [&](const char* name) {
     const char* value = std::getenv(name);
     line += std::string(" ") + name + "=" + (value != nullptr ? value : "<unset>");
-  }
+  };
+  for (const char* name : dist::testing::kDdprunVariables) print(name);
+  for (const char* name : kAlsoPrinted) print(name);
   line += " argv=";
   for (int i = 1; i < argc; ++i) line += (i > 1 ? " " : "") + std::string(argv[i]);
   line += "\n";

@@ -16,6 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 using dist::testing::contains;
 using dist::testing::describe;
+using dist::testing::run_group;
 using dist::testing::run_ranks;
 using dist::testing::set_launcher_env;
 using Clock = std::chrono::steady_clock;
@@ -27,16 +28,9 @@ using Clock = std::chrono::steady_clock;
 
 TEST(BackendNccl, WithoutAUsableGpuEveryRankExits2SayingWhatIsMissing) {
   SKIP_ON_A_GPU_MACHINE();
-  const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(
-      2,
-      [&](int rank) {
-        set_launcher_env(rank, 2, port);
-        dist::init_process_group({.backend = "nccl", .timeout = 30s});
-        return 0;
-      },
-      60s);
+  auto results =
+      run_group(2, {.backend = "nccl", .timeout = 30s}, [](int) { return 0; }, {.deadline = 60s});
   EXPECT_LT(Clock::now() - start, 10s) << "a refusal must not wait out the 30 s timeout";
   for (int rank = 0; rank < 2; ++rank) {
     const auto& r = results[static_cast<std::size_t>(rank)];
@@ -49,15 +43,11 @@ TEST(BackendNccl, WithoutAUsableGpuEveryRankExits2SayingWhatIsMissing) {
 
 TEST(BackendAuto, WithoutAUsableGpuPicksGlooAndRankZeroSaysWhy) {
   SKIP_ON_A_GPU_MACHINE();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(3, [&](int rank) {
-    set_launcher_env(rank, 3, port);
-    dist::init_process_group({.backend = "auto", .timeout = 30s});
+  auto results = run_group(3, {.backend = "auto", .timeout = 30s}, [](int rank) {
     auto t = dist::full(2, rank + 1.0, dist::kFloat32, dist::get_device());
     dist::all_reduce(t);
     const bool ok = dist::get_backend() == "gloo" && dist::get_device() == dist::Device::cpu() &&
                     t.equal(dist::full(2, 6.0));
-    dist::destroy_process_group();
     return ok ? 0 : 1;
   });
   const std::string line =
@@ -89,11 +79,7 @@ TEST(BackendMismatch, RanksThatAskForDifferentBackendsAllStopAtOnce) {
 }
 
 TEST(BackendNames, AnUnknownBackendIsAConfigError) {
-  auto results = run_ranks(1, [&](int) {
-    set_launcher_env(0, 1, dist::testing::free_port());
-    dist::init_process_group({.backend = "mpi"});
-    return 0;
-  });
+  auto results = run_group(1, {.backend = "mpi"}, [](int) { return 0; });
   EXPECT_EQ(results[0].exit_code, 2);
   EXPECT_TRUE(contains(results[0].output, "unknown backend \"mpi\": use gloo, nccl or auto"))
       << results[0].output;
@@ -104,9 +90,7 @@ TEST(BackendNames, AnUnknownBackendIsAConfigError) {
 namespace {
 
 TEST(BadArguments, ReduceScatterAndScatterNameTheOddInput) {
-  auto results = run_ranks(1, [&](int) {
-    set_launcher_env(0, 1, dist::testing::free_port());
-    dist::init_process_group({.backend = "gloo"});
+  auto results = run_group(1, {.backend = "gloo"}, [](int) {
     dist::Tensor out(2, dist::kFloat32);
     const std::vector<dist::Tensor> two = {dist::zeros(2), dist::zeros(2)};
     const std::vector<dist::Tensor> odd = {dist::zeros(3)};
@@ -121,7 +105,6 @@ TEST(BadArguments, ReduceScatterAndScatterNameTheOddInput) {
         ++caught;
       }
     }
-    dist::destroy_process_group();
     return caught == 4 ? 0 : 1;
   });
   const std::string& out = results[0].output;

@@ -1,7 +1,8 @@
 // Every collective x dtype x reduce op, at world sizes 1, 2, 3, 4 and 8, on real processes over
-// loopback, each result compared with its closed form. Sizes: 0, 1 and 7 elements, and a large
-// size of 16 MiB: the per-rank tensor for all_reduce, broadcast and send/recv, and the whole
-// gathered or scattered buffer for all_gather, gather, scatter and reduce_scatter.
+// loopback, each result compared with its closed form. Sizes: 0, 1 and 7 elements, three of Gloo's
+// 64 KiB ring chunks and 3 elements more (the ring's last chunk is a short one), and a large size
+// of 16 MiB: the per-rank tensor for all_reduce, broadcast and send/recv, and the whole gathered
+// or scattered buffer for all_gather, gather, scatter and reduce_scatter.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -19,6 +20,9 @@ using dist::ReduceOp;
 using dist::Tensor;
 
 constexpr std::int64_t kLargeBytes = 16 * 1024 * 1024;
+// The ring (all_reduce beyond 128 KiB, and reduce_scatter at every size) moves 64 KiB at a time
+// (SyncMesh::kChunk in the Gloo backend).
+constexpr std::int64_t kRingChunkBytes = 64 * 1024;
 
 // Counts mismatches and keeps the first few for the report.
 struct Checker {
@@ -164,6 +168,18 @@ void check_reduce_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
                  n, dtype,
                  [&](std::int64_t i) { return c.rank + j * 10.0 + static_cast<double>(i % 3); });
   }
+  // Every op, with all_reduce's inputs shifted by the piece: rank r's piece j holds at i what
+  // rank r holds at i + j for all_reduce, so rank j gets all_reduce's closed form at i + j.
+  for (ReduceOp op : ops_for(dtype)) {
+    std::vector<Tensor> pieces;
+    for (int j = 0; j < W; ++j) {
+      pieces.push_back(
+          make(n, dtype, [&](std::int64_t i) { return input_for(op, c.rank, i + j); }));
+    }
+    dist::reduce_scatter(out, pieces, op);
+    c.expect_all(std::string("reduce_scatter ") + dist::reduce_op_name(op), out, n, dtype,
+                 [&](std::int64_t i) { return reduced(op, W, i + c.rank); });
+  }
 }
 
 void check_gather_scatter(Checker& c, int W, DType dtype, std::int64_t n) {
@@ -209,13 +225,13 @@ void check_send_recv(Checker& c, int W, DType dtype, std::int64_t n) {
   }
 }
 
-int run_every_collective(int rank, int world, int port) {
-  dist::testing::set_launcher_env(rank, world, port);
-  dist::init_process_group({.backend = "gloo"});
+int run_every_collective(int rank, int world) {
   Checker c{rank};
   for (DType dtype : {dist::kFloat32, dist::kFloat64, dist::kInt32, dist::kInt64}) {
-    const auto large = kLargeBytes / static_cast<std::int64_t>(dist::element_size(dtype));
-    for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, large}) {
+    const auto element = static_cast<std::int64_t>(dist::element_size(dtype));
+    const std::int64_t chunks = 3 * kRingChunkBytes / element + 3;
+    const std::int64_t large = kLargeBytes / element;
+    for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7}, chunks, large}) {
       check_all_reduce(c, world, dtype, n);
       check_broadcast(c, world, dtype, n);
       check_send_recv(c, world, dtype, n);
@@ -227,7 +243,6 @@ int run_every_collective(int rank, int world, int port) {
     }
   }
   dist::barrier();
-  dist::destroy_process_group();
   std::cout << c.log.str() << "failures: " << c.failures << std::endl;
   return c.failures == 0 ? 0 : 1;
 }
@@ -236,11 +251,9 @@ class EveryCollective : public ::testing::TestWithParam<int> {};
 
 TEST_P(EveryCollective, MatchesItsClosedFormForEveryDtypeOpAndSize) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = dist::testing::run_ranks(
-      world, [&](int r) { return run_every_collective(r, world, port); },
-      std::chrono::seconds(240));
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << dist::testing::describe(results);
+  dist::testing::expect_all_ok(dist::testing::run_group(
+      world, {.backend = "gloo"}, [&](int r) { return run_every_collective(r, world); },
+      {.deadline = std::chrono::seconds(240)}));
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EveryCollective, ::testing::Values(1, 2, 3, 4, 8),

@@ -19,8 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 using dist::testing::contains;
 using dist::testing::describe;
-using dist::testing::run_ranks;
-using dist::testing::set_launcher_env;
+using dist::testing::expect_all_ok;
+using dist::testing::run_group;
 
 class DdpWorlds : public ::testing::TestWithParam<int> {};
 
@@ -29,10 +29,7 @@ class DdpWorlds : public ::testing::TestWithParam<int> {};
 // the mean over ranks: dW = W + 1, db = (W + 1) / 2.
 TEST_P(DdpWorlds, BroadcastsRankZerosWeightsAndAveragesTheGradients) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     const auto r = static_cast<float>(rank);
     dist::Linear model(1, 1, {{r + 1}, {-r}});
     dist::DistributedDataParallel ddp(model.parameters());
@@ -44,20 +41,15 @@ TEST_P(DdpWorlds, BroadcastsRankZerosWeightsAndAveragesTheGradients) {
     // rounded (r + 1) / W happen to round to these exactly for W = 1 to 4).
     ok = ok && model.weight().grad.item(0) == world + 1.0 &&
          model.bias().grad.item(0) == (world + 1.0) / 2;
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, DdpWorlds, ::testing::Values(1, 2, 3, 4),
                          [](const auto& p) { return "world" + std::to_string(p.param); });
 
 TEST(Ddp, RanksThatWrapDifferentModelsAllStopWithAMessage) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(3, [&](int rank) {
-    set_launcher_env(rank, 3, port);
-    dist::init_process_group({.timeout = 30s});
+  auto results = run_group(3, {.timeout = 30s}, [&](int rank) {
     const std::int64_t in = rank == 2 ? 2 : 1;  // rank 2 built Linear(2, 1)
     dist::Linear model(in, 1, {std::vector<float>(static_cast<std::size_t>(in), 0.5f), {0}});
     try {
@@ -120,10 +112,7 @@ bool holds_the_mean(ThreeLayers& m, int world, const std::vector<int>& steps) {
 // c.weight (6) + b.bias (3) = 11, then b.weight (12) would make 23: still fits, a.bias (4) makes
 // 27 > 26: a new bucket, then a.weight (40) alone.
 TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(2, [&](int rank) {
-    set_launcher_env(rank, 2, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(2, {.timeout = 30s}, [](int) {
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
     const auto& b = ddp.buckets();
@@ -131,10 +120,54 @@ TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
                     b[0].numel == 23 && b[1].params == std::vector<std::size_t>{1} &&
                     b[2].params == std::vector<std::size_t>{0} && b[2].numel == 40 &&
                     ddp.overlapping();
-    dist::destroy_process_group();
     return ok ? 0 : 1;
+  }));
+}
+
+// Parameters of the given sizes, with gradients of their size.
+std::vector<dist::Parameter> parameters_of(const std::vector<std::int64_t>& sizes) {
+  std::vector<dist::Parameter> all;
+  for (std::int64_t n : sizes) {
+    all.push_back({"p" + std::to_string(all.size()), dist::zeros(n), dist::zeros(n)});
+  }
+  return all;
+}
+
+// The buckets DDP builds for parameters of these sizes, as "[2 1] 64, [0] 16": each bucket's
+// parameters in packing order, then its number of values.
+std::string bucket_layout(const std::vector<std::int64_t>& sizes, double bucket_cap_mb) {
+  std::vector<dist::Parameter> params = parameters_of(sizes);
+  std::vector<dist::Parameter*> pointers;
+  for (dist::Parameter& p : params) pointers.push_back(&p);
+  dist::DistributedDataParallel ddp(pointers, {.bucket_cap_mb = bucket_cap_mb});
+  std::string layout;
+  for (const auto& b : ddp.buckets()) {
+    layout += layout.empty() ? "[" : ", [";
+    for (std::size_t k : b.params) layout += (layout.back() == '[' ? "" : " ") + std::to_string(k);
+    layout += "] " + std::to_string(b.numel);
+  }
+  return layout;
+}
+
+// A cap of 1/4096 MiB is 2^20 / 4096 bytes = 256 bytes = 64 float32 values, exactly. Parameters
+// of 16, 40 and 24 values, packed from the last: 24 + 40 = 64 fills the first bucket to the cap,
+// and still fits (a bucket closes when the next parameter would take it over the cap, not when
+// it reaches it); 16 starts the next. One value more in the middle, 24 + 41 = 65, is over the
+// cap: 41 starts the second bucket, and 16 joins it (57 values).
+TEST(DdpBuckets, ABucketFilledExactlyToItsCapTakesTheLastParameterAndOneValueMoreDoesNot) {
+  constexpr double kCapMb = 1.0 / 4096;
+  static_assert(kCapMb * 1024 * 1024 / 4 == 64);
+  auto results = run_group(2, {.timeout = 30s}, [](int) {
+    const std::string exact = bucket_layout({16, 40, 24}, kCapMb);
+    const std::string over = bucket_layout({16, 41, 24}, kCapMb);
+    std::printf("exactly the cap: %s\none value over: %s\n", exact.c_str(), over.c_str());
+    return 0;
   });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << describe(results);
+    EXPECT_TRUE(contains(r.output, "exactly the cap: [2 1] 64, [0] 16\n")) << describe(results);
+    EXPECT_TRUE(contains(r.output, "one value over: [2] 24, [1 0] 57\n")) << describe(results);
+  }
 }
 
 // Gradients marked ready layer by layer, as backward produces them, with buckets all-reduced on
@@ -142,10 +175,7 @@ TEST(DdpBuckets, PackTheParametersFromTheLastOneBackUpToTheCap) {
 // the timeline shows each bucket's all_reduce on that thread.
 TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     dist::Timeline timeline(rank);
     ThreeLayers overlapped, plain;
     dist::DistributedDataParallel ddp(overlapped.parameters(),
@@ -170,19 +200,14 @@ TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
     // Every bucket's all_reduce is a span: on the gradient thread when there is one (W > 1).
     ok = ok && timeline.size() >= 3 * 3 && contains(trace, "all_reduce bucket 2 (40 values)") &&
          contains(trace, "\"name\": \"gradient all_reduce\"") == (world > 1);
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 // no_sync for two micro-batches, then a synchronised one: the average of the three summed.
 TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
     bool ok = true;
@@ -198,17 +223,12 @@ TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
     m.fill_grads(rank, 2);
     ddp.average_gradients();
     ok = ok && holds_the_mean(m, world, {0, 1, 2});
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(1, [&](int rank) {
-    set_launcher_env(rank, 1, port);
-    dist::init_process_group({.timeout = 30s});
+  auto results = run_group(1, {.timeout = 30s}, [](int) {
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters());
     std::string missing, twice;
@@ -224,7 +244,6 @@ TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
       twice = e.what();
     }
     std::printf("%s\n%s\n", missing.c_str(), twice.c_str());
-    dist::destroy_process_group();
     return contains(missing, "the gradient of 'weight' was never marked ready this step") &&
                    contains(twice, "was marked ready twice in one step")
                ? 0

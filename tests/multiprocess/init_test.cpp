@@ -23,7 +23,9 @@ namespace {
 using namespace std::chrono_literals;
 using dist::testing::contains;
 using dist::testing::describe;
+using dist::testing::expect_all_ok;
 using dist::testing::RankResult;
+using dist::testing::run_group;
 using dist::testing::run_ranks;
 using dist::testing::set_env;
 using dist::testing::set_launcher_env;
@@ -37,26 +39,21 @@ int sum_check() {
   return t.equal(dist::full(3, world * (world + 1) / 2.0, dist::kFloat64)) ? 0 : 1;
 }
 
-void expect_all_ok(const std::vector<RankResult>& results) {
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
-}
-
 // ---- The init methods -------------------------------------------------------------------------
 
 TEST(InitMethod, EnvReadsRankWorldSizeAndMaster) {
   const int port = dist::testing::free_port();
-  expect_all_ok(run_ranks(3, [&](int rank) {
-    set_launcher_env(rank, 3, port);
-    dist::init_process_group();
-    const dist::DistInfo info = dist::get_dist_info();
-    DIST_CHECK(info.initialized && info.rank == rank && info.world_size == 3, "identity");
-    DIST_CHECK(info.local_rank == rank && info.local_world_size == 3, "local identity");
-    DIST_CHECK(info.master_addr == "127.0.0.1" && info.master_port == port, "master");
-    DIST_CHECK(info.backend == "gloo" && info.init_method == "env://", "backend");
-    const int rc = sum_check();
-    dist::destroy_process_group();
-    return rc;
-  }));
+  expect_all_ok(run_group(
+      3, {},
+      [&](int rank) {
+        const dist::DistInfo info = dist::get_dist_info();
+        DIST_CHECK(info.initialized && info.rank == rank && info.world_size == 3, "identity");
+        DIST_CHECK(info.local_rank == rank && info.local_world_size == 3, "local identity");
+        DIST_CHECK(info.master_addr == "127.0.0.1" && info.master_port == port, "master");
+        DIST_CHECK(info.backend == "gloo" && info.init_method == "env://", "backend");
+        return sum_check();
+      },
+      {.port = port}));
 }
 
 TEST(InitMethod, TcpUrlWithRankAndWorldSizeInTheQuery) {
@@ -176,27 +173,19 @@ TEST(LifeCycle, DestroyThenReinitWorksRepeatedly) {
 }
 
 TEST(LifeCycle, TwoGroupsOneAfterAnotherWithDifferentInitMethods) {
-  const int port = dist::testing::free_port();
   const std::string path = "/tmp/dist_two_groups_" + std::to_string(::getpid());
   std::remove(path.c_str());
-  expect_all_ok(run_ranks(2, [&](int rank) {
-    set_launcher_env(rank, 2, port);
-    dist::init_process_group({.group_name = "first"});
+  expect_all_ok(run_group(2, {.group_name = "first"}, [&](int) {  // env://, then a file
     if (sum_check() != 0) return 1;
     dist::destroy_process_group();
     dist::init_process_group({.init_method = "file://" + path, .group_name = "second"});
-    if (sum_check() != 0) return 1;
-    dist::destroy_process_group();
-    return 0;
+    return sum_check();
   }));
 }
 
 TEST(LifeCycle, ASecondInitWithoutDestroyIsAClearError) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(1, [&](int) {
-    set_launcher_env(0, 1, port);
-    dist::init_process_group();
-    dist::init_process_group();
+  auto results = run_group(1, {}, [](int) {
+    dist::init_process_group();  // the group is there already
     return 0;
   });
   EXPECT_EQ(results[0].exit_code, 1);
@@ -270,12 +259,7 @@ TEST(BadInput, MissingMasterAddrUnderMpirunOrSlurmSaysHowToPassIt) {
   // A launcher's variables with no meeting point, and none of torchrun's.
   const auto only = [](std::map<std::string, std::string> vars) {
     return [vars = std::move(vars)](int) {
-      set_env({{"RANK", ""},
-               {"WORLD_SIZE", ""},
-               {"LOCAL_RANK", ""},
-               {"LOCAL_WORLD_SIZE", ""},
-               {"MASTER_ADDR", ""},
-               {"MASTER_PORT", ""}});
+      dist::testing::clear_launcher_env();
       set_env(vars);
     };
   };
@@ -298,14 +282,9 @@ TEST(BadInput, MissingRank) {
 }
 
 TEST(BadInput, MalformedInitMethod) {
-  const int port = dist::testing::free_port();
   for (const std::string url : {"tcp://127.0.0.1", "tcp://127.0.0.1:99999", "file://relative/path",
                                 "udp://127.0.0.1:1", "env://?rank=x", "env://?color=blue"}) {
-    auto results = run_ranks(1, [&](int) {
-      set_launcher_env(0, 1, port);
-      dist::init_process_group({.init_method = url});
-      return 0;
-    });
+    auto results = run_group(1, {.init_method = url}, [](int) { return 0; });
     EXPECT_EQ(results[0].exit_code, 2) << url << "\n" << results[0].output;
     EXPECT_TRUE(contains(results[0].output, "init_method")) << results[0].output;
   }
@@ -317,14 +296,8 @@ TEST(BadInput, MasterPortAlreadyInUse) {
   const auto holder = dist::testing::listen_on_loopback();
   const int port = holder.port;
   const auto start = Clock::now();
-  auto results = run_ranks(
-      2,
-      [&](int rank) {
-        set_launcher_env(rank, 2, port);
-        dist::init_process_group({.timeout = 20s});
-        return 0;
-      },
-      60s);
+  auto results =
+      run_group(2, {.timeout = 20s}, [](int) { return 0; }, {.port = port, .deadline = 60s});
   ::close(holder.fd);
   EXPECT_LT(Clock::now() - start, 15s);
   EXPECT_EQ(results[0].exit_code, 2) << describe(results);
@@ -380,12 +353,7 @@ TEST(BadInput, ANetworkInterfaceThatDoesNotExist) {
 }
 
 TEST(BadInput, ATimeoutBeyondAWeek) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(1, [&](int) {
-    set_launcher_env(0, 1, port);
-    dist::init_process_group({.timeout = std::chrono::milliseconds::max()});
-    return 0;
-  });
+  auto results = run_group(1, {.timeout = std::chrono::milliseconds::max()}, [](int) { return 0; });
   EXPECT_EQ(results[0].exit_code, 2) << describe(results);
   EXPECT_TRUE(contains(results[0].output, "must be positive and at most one week"))
       << describe(results);
@@ -425,22 +393,19 @@ TEST(BadInput, TwoProcessesWithTheSameRank) {
 // ---- Failures after init ------------------------------------------------------------------------
 
 TEST(AfterInit, ACollectiveCalledByOnlySomeRanksTimesOutNamingIt) {
-  const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(
-      2,
-      [&](int rank) {
-        set_launcher_env(rank, 2, port);
-        dist::init_process_group({.timeout = 2s});
-        if (rank == 0) {
-          auto t = dist::zeros(4);
-          dist::all_reduce(t);
-        } else {
-          std::this_thread::sleep_for(4s);  // rank 1 skips the call but stays alive
-        }
-        return 0;
-      },
-      60s);
+  auto results =
+      run_group(2, {.timeout = 2s},
+                [&](int rank) {
+                  if (rank == 0) {
+                    auto t = dist::zeros(4);
+                    dist::all_reduce(t);
+                  } else {
+                    std::this_thread::sleep_for(4s);  // rank 1 skips the call but stays alive
+                  }
+                  return 0;
+                },
+                {.deadline = 60s});
   EXPECT_LT(Clock::now() - start, 15s);
   EXPECT_EQ(results[0].exit_code, 1) << describe(results);
   EXPECT_TRUE(
@@ -453,18 +418,14 @@ TEST(AfterInit, ACollectiveCalledByOnlySomeRanksTimesOutNamingIt) {
 std::vector<RankResult> all_reduce_after_rank2(std::int64_t numel,
                                                std::chrono::milliseconds timeout,
                                                const std::function<void()>& fault) {
-  const int port = dist::testing::free_port();
-  return run_ranks(
-      3,
-      [&](int rank) {
-        set_launcher_env(rank, 3, port);
-        dist::init_process_group({.timeout = timeout});
-        if (rank == 2) fault();
-        auto t = dist::zeros(numel);
-        dist::all_reduce(t);
-        return 0;
-      },
-      60s);
+  return run_group(3, {.timeout = timeout},
+                   [&](int rank) {
+                     if (rank == 2) fault();
+                     auto t = dist::zeros(numel);
+                     dist::all_reduce(t);
+                     return 0;
+                   },
+                   {.deadline = 60s});
 }
 
 TEST(AfterInit, APeerThatDiesMakesTheOthersFailFast) {
@@ -514,18 +475,14 @@ TEST(AfterInit, MismatchedSizesEndWithARankTaggedHintNotAHang) {
   // Gloo's own algorithms, here broadcast, detect a mismatch on Gloo's network thread, where it
   // cannot be caught: the rank that received too much aborts, after saying which rank it is and
   // what to check. (The source rank only sent; under ddprun, the abort stops it too.)
-  const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(
-      2,
-      [&](int rank) {
-        set_launcher_env(rank, 2, port);
-        dist::init_process_group({.timeout = 3s});
-        auto t = dist::zeros(rank == 0 ? 8 : 4);
-        dist::broadcast(t, 0);
-        return 0;
-      },
-      60s);
+  auto results = run_group(2, {.timeout = 3s},
+                           [](int rank) {
+                             auto t = dist::zeros(rank == 0 ? 8 : 4);
+                             dist::broadcast(t, 0);
+                             return 0;
+                           },
+                           {.deadline = 60s});
   EXPECT_LT(Clock::now() - start, 15s);
   const auto& receiver = results[1];
   EXPECT_EQ(receiver.exit_code, 128 + SIGABRT) << describe(results);
@@ -545,18 +502,14 @@ TEST(AfterInit, AllReducesWithDifferentOpsOrSizesStopEveryRankNamingEachCall) {
   for (const Case c :
        {Case{4, 4, dist::ReduceOp::MAX}, Case{4, 3, dist::ReduceOp::SUM},
         Case{1 << 16, 1 << 16, dist::ReduceOp::MAX}, Case{1 << 16, 1 << 17, dist::ReduceOp::SUM}}) {
-    const int port = dist::testing::free_port();
     const auto start = Clock::now();
-    auto results = run_ranks(
-        2,
-        [&](int rank) {
-          set_launcher_env(rank, 2, port);
-          dist::init_process_group({.timeout = 3s});
-          auto t = dist::full(rank == 0 ? c.numel0 : c.numel1, 1.0);
-          dist::all_reduce(t, rank == 0 ? dist::ReduceOp::SUM : c.op1);
-          return 0;
-        },
-        60s);
+    auto results = run_group(2, {.timeout = 3s},
+                             [&](int rank) {
+                               auto t = dist::full(rank == 0 ? c.numel0 : c.numel1, 1.0);
+                               dist::all_reduce(t, rank == 0 ? dist::ReduceOp::SUM : c.op1);
+                               return 0;
+                             },
+                             {.deadline = 60s});
     EXPECT_LT(Clock::now() - start, 2s) << "a mismatch is found at once, not by a timeout";
     const auto call = [](std::int64_t n, const char* op) {
       return "collective #1, " + std::to_string(n) + " elements, torch.float32, " + op;
@@ -573,23 +526,19 @@ TEST(AfterInit, AllReducesWithDifferentOpsOrSizesStopEveryRankNamingEachCall) {
 
 TEST(AfterInit, AllGathersAndReduceScattersOfDifferentSizesStopEveryRankNamingEachCall) {
   for (const bool gather : {true, false}) {
-    const int port = dist::testing::free_port();
-    auto results = run_ranks(
-        2,
-        [&](int rank) {
-          set_launcher_env(rank, 2, port);
-          dist::init_process_group({.timeout = 3s});
-          const std::int64_t n = rank == 0 ? 5 : 6;
-          if (gather) {
-            std::vector<dist::Tensor> out;
-            dist::all_gather(out, dist::zeros(n));
-          } else {
-            auto out = dist::zeros(n);
-            dist::reduce_scatter(out, {dist::zeros(n), dist::zeros(n)});
-          }
-          return 0;
-        },
-        60s);
+    auto results = run_group(2, {.timeout = 3s},
+                             [&](int rank) {
+                               const std::int64_t n = rank == 0 ? 5 : 6;
+                               if (gather) {
+                                 std::vector<dist::Tensor> out;
+                                 dist::all_gather(out, dist::zeros(n));
+                               } else {
+                                 auto out = dist::zeros(n);
+                                 dist::reduce_scatter(out, {dist::zeros(n), dist::zeros(n)});
+                               }
+                               return 0;
+                             },
+                             {.deadline = 60s});
     const std::string op = gather ? "" : ", SUM";
     for (const auto& r : results) {
       EXPECT_EQ(r.exit_code, 1) << describe(results);
@@ -606,12 +555,9 @@ TEST(AfterInit, ARankThatCatchesTheErrorStillLetsItsPeersFailFast) {
   // error and linger, as a program that saves a checkpoint before exiting would. Rank 3 waits
   // only on rank 2: it fails within seconds, not at the 30 s timeout, because rank 2's group
   // closes its connections on the error. Afterwards the group refuses calls, naming that error.
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      4,
-      [&](int rank) {
-        set_launcher_env(rank, 4, port);
-        dist::init_process_group({.timeout = 30s});
+  auto results = run_group(
+      4, {.timeout = 30s},
+      [](int rank) {
         auto t = dist::zeros(std::int64_t{32} << 20);  // 128 MiB: a ring of a few hundred ms
         dist::barrier();
         if (rank == 1) {
@@ -637,7 +583,7 @@ TEST(AfterInit, ARankThatCatchesTheErrorStillLetsItsPeersFailFast) {
         }
         return 0;
       },
-      90s);
+      {.deadline = 90s});
   EXPECT_EQ(results[1].exit_code, 3) << describe(results);
   for (int r : {0, 2, 3}) {
     const auto& result = results[static_cast<std::size_t>(r)];
@@ -705,18 +651,13 @@ TEST(WriteFileAtomically, AProcessKilledAtAnyMomentLeavesTheOldFileOrTheNewNever
 }
 
 TEST(MonitoredBarrier, PassesWhenEveryRankComes) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      3,
-      [&](int rank) {
-        set_launcher_env(rank, 3, port);
-        dist::init_process_group({.timeout = 10s});
-        for (int i = 0; i < 3; ++i) dist::monitored_barrier(5s);
-        std::cout << "passed\n";
-        dist::destroy_process_group();
-        return 0;
-      },
-      60s);
+  auto results = run_group(3, {.timeout = 10s},
+                           [](int) {
+                             for (int i = 0; i < 3; ++i) dist::monitored_barrier(5s);
+                             std::cout << "passed\n";
+                             return 0;
+                           },
+                           {.deadline = 60s});
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 0) << describe(results);
     EXPECT_TRUE(contains(r.output, "passed")) << describe(results);
@@ -726,18 +667,14 @@ TEST(MonitoredBarrier, PassesWhenEveryRankComes) {
 TEST(MonitoredBarrier, NamesEveryRankThatDidNotCome) {
   // Ranks 1 and 2 come 3 s late: rank 0 gives up after 2 s and names both; ranks 0 and 3, and
   // the late ranks when they come (within another 2 s), all stop with that verdict.
-  const int port = dist::testing::free_port();
   const auto start = Clock::now();
-  auto results = run_ranks(
-      4,
-      [&](int rank) {
-        set_launcher_env(rank, 4, port);
-        dist::init_process_group({.timeout = 20s});
-        if (rank == 1 || rank == 2) std::this_thread::sleep_for(3s);
-        dist::monitored_barrier(2s);
-        return 0;
-      },
-      60s);
+  auto results = run_group(4, {.timeout = 20s},
+                           [](int rank) {
+                             if (rank == 1 || rank == 2) std::this_thread::sleep_for(3s);
+                             dist::monitored_barrier(2s);
+                             return 0;
+                           },
+                           {.deadline = 60s});
   EXPECT_LT(Clock::now() - start, 15s);
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 1) << describe(results);
@@ -748,12 +685,9 @@ TEST(MonitoredBarrier, NamesEveryRankThatDidNotCome) {
 }
 
 TEST(MonitoredBarrier, NamesRankZeroWhenItIsTheOneMissing) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      2,
-      [&](int rank) {
-        set_launcher_env(rank, 2, port);
-        dist::init_process_group({.timeout = 20s});
+  auto results = run_group(
+      2, {.timeout = 20s},
+      [](int rank) {
         if (rank == 0) {
           std::this_thread::sleep_for(4s);  // stays alive (it hosts the store) but never comes
           return 0;
@@ -761,7 +695,7 @@ TEST(MonitoredBarrier, NamesRankZeroWhenItIsTheOneMissing) {
         dist::monitored_barrier(1s);
         return 0;
       },
-      60s);
+      {.deadline = 60s});
   EXPECT_EQ(results[1].exit_code, 1) << describe(results);
   EXPECT_TRUE(contains(results[1].output, "rank 0, which checks the barrier, gave no verdict"))
       << describe(results);
@@ -770,30 +704,25 @@ TEST(MonitoredBarrier, NamesRankZeroWhenItIsTheOneMissing) {
 // ---- DIST_DEBUG=DETAIL -------------------------------------------------------------------------
 
 TEST(DebugDetail, MatchingCallsGiveTheUsualResults) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      3,
-      [&](int rank) {
-        ::setenv("DIST_DEBUG", "detail", 1);
-        set_launcher_env(rank, 3, port);
-        dist::init_process_group({.timeout = 20s});
-        auto t = dist::full(5, rank + 1.0);
-        dist::all_reduce(t);  // 1 + 2 + 3
-        auto b = dist::full(3, rank == 2 ? 7.0 : 0.0);
-        dist::broadcast(b, 2);
-        std::vector<dist::Tensor> all;
-        dist::all_gather(all, dist::full(2, rank * 1.0));
-        dist::barrier();
-        auto sub = dist::new_group();  // checked as well
-        auto m = dist::full(1, rank * 1.0);
-        sub->all_reduce(m, dist::ReduceOp::MAX);
-        sub.reset();
-        std::cout << "sum " << t.item(0) << " bcast " << b.item(2) << " gathered " << all[2].item(1)
-                  << " max " << m.item(0) << "\n";
-        dist::destroy_process_group();
-        return 0;
-      },
-      60s);
+  auto results = run_group(3, {.timeout = 20s},
+                           [](int rank) {
+                             auto t = dist::full(5, rank + 1.0);
+                             dist::all_reduce(t);  // 1 + 2 + 3
+                             auto b = dist::full(3, rank == 2 ? 7.0 : 0.0);
+                             dist::broadcast(b, 2);
+                             std::vector<dist::Tensor> all;
+                             dist::all_gather(all, dist::full(2, rank * 1.0));
+                             dist::barrier();
+                             auto sub = dist::new_group();  // checked as well
+                             auto m = dist::full(1, rank * 1.0);
+                             sub->all_reduce(m, dist::ReduceOp::MAX);
+                             sub.reset();
+                             std::cout << "sum " << t.item(0) << " bcast " << b.item(2)
+                                       << " gathered " << all[2].item(1) << " max " << m.item(0)
+                                       << "\n";
+                             return 0;
+                           },
+                           {.env = {{"DIST_DEBUG", "detail"}}, .deadline = 60s});
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 0) << describe(results);
     EXPECT_TRUE(contains(r.output, "sum 6 bcast 7 gathered 2 max 2")) << describe(results);
@@ -803,26 +732,21 @@ TEST(DebugDetail, MatchingCallsGiveTheUsualResults) {
 TEST(DebugDetail, CallsThatDifferStopEveryRankShowingEachCall) {
   // A different reduce op (which torch's check ignores), and a different collective altogether.
   for (const bool other_op : {true, false}) {
-    const int port = dist::testing::free_port();
     const auto start = Clock::now();
-    auto results = run_ranks(
-        2,
-        [&](int rank) {
-          ::setenv("DIST_DEBUG", "DETAIL", 1);
-          set_launcher_env(rank, 2, port);
-          dist::init_process_group({.timeout = 20s});
-          auto t = dist::zeros(4);
-          dist::barrier();
-          if (rank == 0) {
-            dist::all_reduce(t, dist::ReduceOp::SUM);
-          } else if (other_op) {
-            dist::all_reduce(t, dist::ReduceOp::MAX);
-          } else {
-            dist::broadcast(t, 0);
-          }
-          return 0;
-        },
-        60s);
+    auto results = run_group(2, {.timeout = 20s},
+                             [&](int rank) {
+                               auto t = dist::zeros(4);
+                               dist::barrier();
+                               if (rank == 0) {
+                                 dist::all_reduce(t, dist::ReduceOp::SUM);
+                               } else if (other_op) {
+                                 dist::all_reduce(t, dist::ReduceOp::MAX);
+                               } else {
+                                 dist::broadcast(t, 0);
+                               }
+                               return 0;
+                             },
+                             {.env = {{"DIST_DEBUG", "DETAIL"}}, .deadline = 60s});
     EXPECT_LT(Clock::now() - start, 10s) << "found by comparing, not by a timeout";
     const std::string other = other_op ? "all_reduce(MAX, torch.float32, 4 elements, cpu)"
                                        : "broadcast(src 0, torch.float32, 4 elements, cpu)";
@@ -838,22 +762,17 @@ TEST(DebugDetail, CallsThatDifferStopEveryRankShowingEachCall) {
 }
 
 TEST(DebugDetail, ARankThatNeverCallsIsNamed) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      3,
-      [&](int rank) {
-        ::setenv("DIST_DEBUG", "DETAIL", 1);
-        set_launcher_env(rank, 3, port);
-        dist::init_process_group({.timeout = 2s});
-        if (rank == 1) {
-          std::this_thread::sleep_for(4s);  // skips the call but stays alive
-          return 0;
-        }
-        auto t = dist::zeros(4);
-        dist::all_reduce(t);
-        return 0;
-      },
-      60s);
+  auto results = run_group(3, {.timeout = 2s},
+                           [](int rank) {
+                             if (rank == 1) {
+                               std::this_thread::sleep_for(4s);  // skips the call but stays alive
+                               return 0;
+                             }
+                             auto t = dist::zeros(4);
+                             dist::all_reduce(t);
+                             return 0;
+                           },
+                           {.env = {{"DIST_DEBUG", "DETAIL"}}, .deadline = 60s});
   for (int r : {0, 2}) {
     const auto& result = results[static_cast<std::size_t>(r)];
     EXPECT_EQ(result.exit_code, 1) << describe(results);
@@ -864,26 +783,15 @@ TEST(DebugDetail, ARankThatNeverCallsIsNamed) {
 }
 
 TEST(DebugDetail, AnUnknownLevelIsAConfigErrorNamingTheVariable) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      1,
-      [&](int rank) {
-        ::setenv("DIST_DEBUG", "INFO", 1);
-        set_launcher_env(rank, 1, port);
-        dist::init_process_group({.timeout = 5s});
-        return 0;
-      },
-      60s);
+  auto results = run_group(1, {.timeout = 5s}, [](int) { return 0; },
+                           {.env = {{"DIST_DEBUG", "INFO"}}, .deadline = 60s});
   EXPECT_EQ(results[0].exit_code, 2) << describe(results);
   EXPECT_TRUE(contains(results[0].output, "DIST_DEBUG=\"INFO\" is not a debug level"))
       << describe(results);
 }
 
 TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(1, [&](int) {
-    set_launcher_env(0, 1, port);
-    dist::init_process_group();
+  auto results = run_group(1, {}, [](int) {
     auto f = dist::zeros(2);
     auto i = dist::arange(2);
     int refused = 0;
@@ -898,7 +806,6 @@ TEST(AfterInit, ReduceOpsThatDoNotFitTheDtypeAreRefused) {
     } catch (const dist::ConfigError& e) {
       refused += contains(e.what(), "ReduceOp::AVG needs a floating-point tensor");
     }
-    dist::destroy_process_group();
     return refused == 2 ? 0 : 1;
   });
   EXPECT_EQ(results[0].exit_code, 0) << describe(results);

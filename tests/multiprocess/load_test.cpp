@@ -21,16 +21,14 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 using dist::testing::contains;
 using dist::testing::describe;
+using dist::testing::run_group;
 using dist::testing::run_ranks;
 
 TEST(Load, EightRanksMakeTenThousandSmallAllReducesEachAllExact) {
   constexpr int kWorld = 8, kCalls = 10000;
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(
-      kWorld,
+  auto results = run_group(
+      kWorld, {.timeout = 60s},
       [&](int rank) {
-        dist::testing::set_launcher_env(rank, kWorld, port);
-        dist::init_process_group({.timeout = 60s});
         std::int64_t wrong = 0;
         const auto start = Clock::now();
         for (int i = 0; i < kCalls; ++i) {
@@ -45,10 +43,9 @@ TEST(Load, EightRanksMakeTenThousandSmallAllReducesEachAllExact) {
         }
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
         std::cout << "calls " << kCalls << " wrong " << wrong << " in " << seconds << " s\n";
-        dist::destroy_process_group();
         return wrong == 0 ? 0 : 1;
       },
-      280s);
+      {.deadline = 280s});
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 0) << describe(results);
     EXPECT_TRUE(contains(r.output, "calls 10000 wrong 0")) << describe(results);

@@ -15,9 +15,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using dist::Tensor;
-using dist::testing::describe;
-using dist::testing::run_ranks;
-using dist::testing::set_launcher_env;
+using dist::testing::expect_all_ok;
+using dist::testing::run_group;
 
 constexpr std::int64_t kRows = 5, kFeatures = 3;
 
@@ -49,10 +48,7 @@ class SyncBatchNormWorlds : public ::testing::TestWithParam<int> {};
 
 TEST_P(SyncBatchNormWorlds, EqualsBatchNormOverTheWholeBatchInOneProcess) {
   const int world = GetParam();
-  const int port = dist::testing::free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    set_launcher_env(rank, world, port);
-    dist::init_process_group({.timeout = 30s});
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
     const std::vector<float> x = global_values(world, 0), dy = global_values(world, 5);
 
     dist::BatchNorm1d whole(kFeatures);  // one process, all N * B rows
@@ -79,10 +75,8 @@ TEST_P(SyncBatchNormWorlds, EqualsBatchNormOverTheWholeBatchInOneProcess) {
     const std::vector<float> out_local =
         local.forward(Tensor::from(rows_of(x, rank))).to_vector<float>();
     if (world > 1) ok = ok && !near(out_local, rows_of(out_whole, rank), 1e-3);
-    dist::destroy_process_group();
     return ok ? 0 : 1;
-  });
-  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, SyncBatchNormWorlds, ::testing::Values(1, 2, 3, 4),

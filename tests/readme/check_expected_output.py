@@ -21,6 +21,10 @@ import shlex
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
 
 MARKER = re.compile(r"<!-- expected-output: (.+?) -->\s*\n```[a-z]*\n(.*?)```", re.S)
 
@@ -50,9 +54,10 @@ def check(bin_dir, readme):
     for spec, block in blocks:
         program, nproc, args = parse_marker(spec)
         cmd = [f"{bin_dir}/{program}", *args]
-        if nproc is not None:
-            cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), *cmd]
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if nproc is None:
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        else:
+            run = ddprun(bin_dir, nproc, cmd, deadline=120)
         got = Counter(run.stdout.splitlines())
         want = Counter(block.splitlines())
         if run.returncode != 0 or got != want:

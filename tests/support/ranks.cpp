@@ -15,7 +15,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "dist/check.h"
+#include "launcher_variables.h"
 
 namespace dist::testing {
 namespace {
@@ -112,20 +115,39 @@ void set_env(const std::map<std::string, std::string>& vars) {
   }
 }
 
+void clear_launcher_env() {
+  for (const char* name : kDdprunVariables) ::unsetenv(name);
+  for (const char* name : kOtherLauncherVariables) ::unsetenv(name);
+}
+
 void set_launcher_env(int rank, int world_size, int port) {
+  clear_launcher_env();
   set_env({{"RANK", std::to_string(rank)},
            {"WORLD_SIZE", std::to_string(world_size)},
            {"LOCAL_RANK", std::to_string(rank)},
            {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
            {"MASTER_ADDR", "127.0.0.1"},
-           {"MASTER_PORT", std::to_string(port)},
-           {"OMPI_COMM_WORLD_RANK", ""},
-           {"OMPI_COMM_WORLD_SIZE", ""},
-           {"OMPI_COMM_WORLD_LOCAL_RANK", ""},
-           {"OMPI_COMM_WORLD_LOCAL_SIZE", ""},
-           {"SLURM_PROCID", ""},
-           {"SLURM_NTASKS", ""},
-           {"SLURM_LOCALID", ""}});
+           {"MASTER_PORT", std::to_string(port)}});
+}
+
+std::vector<RankResult> run_group(int world_size, const dist::InitOptions& options,
+                                  const std::function<int(int rank)>& body, const GroupRun& run) {
+  const int port = run.port != 0 ? run.port : free_port();
+  return run_ranks(
+      world_size,
+      [&](int rank) {
+        set_launcher_env(rank, world_size, port);
+        set_env(run.env);
+        dist::init_process_group(options);
+        const int code = body(rank);
+        if (dist::is_initialized()) dist::destroy_process_group();
+        return code;
+      },
+      run.deadline);
+}
+
+void expect_all_ok(const std::vector<RankResult>& results) {
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
 }
 
 std::string describe(const std::vector<RankResult>& results) {

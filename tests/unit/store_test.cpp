@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -158,19 +159,36 @@ TEST_P(StoreContract, WaitReturnsWhenEveryKeyExists) {
   setter.join();
 }
 
-TEST_P(StoreContract, GetTimesOutNamingTheKey) {
-  stores_.a->set_timeout(300ms);
+// A timeout is bounded on both sides: a call that gives up early (a rank declared missing while
+// it was still on its way) is as wrong as one that hangs. So `call` must end in a TimeoutError
+// naming `key` no sooner than kTimeout (less 20 ms for the clocks' granularity), and within 3 s
+// (a generous margin for a busy machine).
+constexpr auto kTimeout = 300ms;
+
+void expect_timeout_naming(const std::string& key, const std::function<void()>& call) {
   const auto start = Clock::now();
   try {
-    stores_.a->get("never");
-    FAIL() << "get returned";
+    call();
+    ADD_FAILURE() << "returned instead of timing out";
   } catch (const dist::TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("\"never\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"" + key + "\""), std::string::npos) << e.what();
   }
-  EXPECT_LT(Clock::now() - start, 3s);
+  const auto waited = Clock::now() - start;
+  EXPECT_GE(waited, kTimeout - 20ms) << "gave up before its timeout";
+  EXPECT_LT(waited, 3s);
+}
+
+TEST_P(StoreContract, GetTimesOutNamingTheKey) {
+  stores_.a->set_timeout(kTimeout);
+  expect_timeout_naming("never", [&] { stores_.a->get("never"); });
   // The handle still works after a timeout.
   stores_.b->set("after", "ok");
   EXPECT_EQ(stores_.a->get("after"), "ok");
+}
+
+TEST_P(StoreContract, WaitTimesOutNoSoonerThanItsTimeoutNamingTheMissingKey) {
+  stores_.b->set("here", "");
+  expect_timeout_naming("missing", [&] { stores_.a->wait({"here", "missing"}, kTimeout); });
 }
 
 TEST_P(StoreContract, OversizedKeysAndValuesAreRefusedBeforeAnythingIsWritten) {
