@@ -15,6 +15,7 @@
 
 #include "gpu/gpu.h"
 #include "tensor_dtype.h"
+#include "util/wrapping.h"
 
 namespace dist {
 namespace {
@@ -69,23 +70,11 @@ To convert(From value) {
   }
 }
 
-// +, -, * as torch computes them: integers wrap modulo 2^bits. Signed overflow is undefined in
-// C++, so integers go through their unsigned type, where wrapping is the defined behaviour.
-template <typename Op>
-struct Wrapping {
-  template <typename T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(Op{}(static_cast<U>(a), static_cast<U>(b)));
-    } else {
-      return Op{}(a, b);
-    }
-  }
-};
-using Add = Wrapping<std::plus<>>;
-using Subtract = Wrapping<std::minus<>>;
-using Multiply = Wrapping<std::multiplies<>>;
+// +, -, * as torch computes them: integers wrap modulo 2^bits (util/wrapping.h, shared with the
+// Gloo backend's reductions).
+using Add = util::WrappingAdd;
+using Subtract = util::WrappingSubtract;
+using Multiply = util::WrappingMultiply;
 
 // torch's `/` is true division: its operands are always converted to a floating dtype first, so
 // x / 0 is inf or nan, never undefined behaviour.

@@ -273,8 +273,7 @@ TEST_F(WorldOfOne, TheWatchdogAbortsACollectiveThatOutlivesItsTimeout) {
     dist::barrier();
     FAIL() << "expected an error from the aborted group";
   } catch (const dist::Error& e) {
-    EXPECT_TRUE(contains(e.what(), "was closed after an earlier error (all_reduce #1"))
-        << e.what();
+    EXPECT_TRUE(contains(e.what(), "was closed after an earlier error (all_reduce #1")) << e.what();
   }
   dist::destroy_process_group();
   init("nccl");

@@ -257,10 +257,7 @@ TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
 // step anyway: DDP refuses it, saying why, on both paths (one call at the end, and overlap).
 TEST(Ddp, AfterAFailedGradientSyncTheNextStepIsRefused) {
   for (const bool overlap : {false, true}) {
-    const int port = dist::testing::free_port();
-    auto results = run_ranks(2, [&](int rank) {
-      set_launcher_env(rank, 2, port);
-      dist::init_process_group({.timeout = 10s});
+    auto results = run_group(2, {.timeout = 10s}, [&](int rank) {
       dist::Linear model(1, 1, {{1}, {0}});
       dist::DistributedDataParallel ddp(model.parameters(), {.overlap = overlap});
       if (rank == 1) std::_Exit(3);  // gone before the gradients are averaged
