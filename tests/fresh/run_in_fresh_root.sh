@@ -54,7 +54,7 @@ fi
 if [ -z "$mirror" ]; then # deb822 (URIs: ...) or one-line (deb URL suite ...) sources
   mirror=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
     sed -n -e 's/^URIs: *\([^ ]*debian\/*\)$/\1/p' -e 's/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*debian\/*\) .*/\2/p' |
-    head -n 1)
+    head -n 1) || true
   mirror=${mirror:-http://deb.debian.org/debian}
 fi
 if ! git -C "$REPO" diff --quiet HEAD; then
@@ -84,6 +84,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+trap 'say "stopped: line $LINENO failed: $BASH_COMMAND"' ERR
 
 step() { # step SECONDS WHAT COMMAND...: runs COMMAND with a deadline, timed
   local seconds=$1 what=$2 start=$SECONDS rc=0
