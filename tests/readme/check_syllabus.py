@@ -94,12 +94,13 @@ def check_table(root, lessons, problems):
     return folders
 
 
-def table_rows(path, heading):
+def table_rows(root, file, heading, problems):
     """(line number, cells) for each body row of the first Markdown table after `heading`."""
-    lines = path.read_text().splitlines()
+    lines = (root / file).read_text().splitlines()
     start = next((i for i, t in enumerate(lines) if t.strip() == heading), None)
     if start is None:
-        return None
+        problems.append(f"{file}: no '{heading}' followed by a table")
+        return []
     rows, in_table = [], False
     for i in range(start + 1, len(lines)):
         text = lines[i].strip()
@@ -138,12 +139,8 @@ def chapter_key(lesson, folders):
 
 def check_readme(root, lessons, folders, problems):
     file = "README.md"
-    rows = table_rows(root / file, "## Syllabus")
-    if rows is None:
-        problems.append(f"{file}: no '## Syllabus' section")
-        return
     got = []
-    for line, cells in rows:
+    for line, cells in table_rows(root, file, "## Syllabus", problems):
         number, lesson = cells[0], cells[1]
         if re.fullmatch(r"\d\d", number):
             m = re.fullmatch(r"\[([a-z0-9_]+)\]\(chapters/(\d\d_[a-z0-9_]+)/README\.md\)", lesson)
@@ -163,30 +160,18 @@ def check_readme(root, lessons, folders, problems):
     compare(file, got, want, problems)
 
 
-def check_intro_deck(root, lessons, folders, problems):
-    file = "slides/decks/00_introduction.md"
-    rows = table_rows(root / file, "## The syllabus")
-    if rows is None:
-        problems.append(f"{file}: no '## The syllabus' slide")
-        return
-    got = [(line, f"{cells[0]} {cells[1]}") for line, cells in rows]
+def check_chapter_list(root, file, heading, key_of_row, lessons, folders, problems):
+    """A table that lists the chapters: key_of_row(cells) is "NN name", or None for other rows."""
+    got = [(line, key) for line, cells in table_rows(root, file, heading, problems)
+           if (key := key_of_row(cells))]
     want = [(chapter_key(l, folders), l) for l in lessons if l.chapter and not l.exercise]
     compare(file, got, want, problems)
 
 
-def check_deck_list(root, lessons, folders, problems):
-    file = "slides/README.md"
-    rows = table_rows(root / file, "# Slides")
-    if rows is None:
-        problems.append(f"{file}: no deck table after '# Slides'")
-        return
-    got = []
-    for line, cells in rows:
-        m = re.fullmatch(r"\[(\d\d)_([a-z0-9_]+)\.md\]\(decks/\1_\2\.md\)", cells[0])
-        if m and m.group(1) != "00":
-            got.append((line, f"{m.group(1)} {m.group(2)}"))
-    want = [(chapter_key(l, folders), l) for l in lessons if l.chapter and not l.exercise]
-    compare(file, got, want, problems)
+def deck_row_key(cells):
+    """slides/README.md's deck list: [NN_name.md](decks/NN_name.md), the introduction aside."""
+    m = re.fullmatch(r"\[(\d\d)_([a-z0-9_]+)\.md\]\(decks/\1_\2\.md\)", cells[0])
+    return f"{m.group(1)} {m.group(2)}" if m and m.group(1) != "00" else None
 
 
 def main():
@@ -198,8 +183,9 @@ def main():
     lessons = read_table(root, problems)
     folders = check_table(root, lessons, problems)
     check_readme(root, lessons, folders, problems)
-    check_intro_deck(root, lessons, folders, problems)
-    check_deck_list(root, lessons, folders, problems)
+    check_chapter_list(root, "slides/decks/00_introduction.md", "## The syllabus",
+                       lambda cells: " ".join(cells[:2]), lessons, folders, problems)
+    check_chapter_list(root, "slides/README.md", "# Slides", deck_row_key, lessons, folders, problems)
     for problem in problems:
         print(problem)
     if problems:
