@@ -68,15 +68,16 @@ mkdir -p "$root"
 
 # Unmounts everything under the root, deepest first (the tour's network namespaces included),
 # then removes the root unless --keep.
+under_root() { awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/mounts; }
 cleanup() {
   local mounts
-  mapfile -t mounts < <(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r)
+  mapfile -t mounts < <(under_root | sort -r)
   if [ ${#mounts[@]} -gt 0 ]; then
     umount "${mounts[@]}" 2>/dev/null || umount -l "${mounts[@]}" 2>/dev/null || true
   fi
   if [ "$keep" = 1 ]; then
     say "the root stays in $root (--keep); the log is $log"
-  elif awk -v r="$root/" 'index($2, r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+  elif [ -n "$(under_root)" ]; then
     say "something is still mounted under $root: not removing it"
   else
     rm -rf "$root"
@@ -106,6 +107,10 @@ mkdir -p "$root/root/dist-tutorial"
 step 120 "exporting the repository" \
   bash -c 'git -C "$1" archive HEAD | tar -x -C "$2"' _ "$REPO" "$root/root/dist-tutorial"
 cp /etc/resolv.conf "$root/etc/resolv.conf" # to reach the mirror by name, as any machine can
+# The root is made a mount point, as a machine's / is: `ip netns` (the multinode lesson) changes
+# the propagation of /, which only a mount point has.
+mount --bind "$root" "$root"
+mount --make-private "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --rbind /dev "$root/dev"
