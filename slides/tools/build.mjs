@@ -56,10 +56,10 @@ function fail(message, code = 1) {
   process.exit(code);
 }
 
-// The lessons `./tutorial run NAME` knows, read from its LESSONS table.
+// The lessons `./tutorial run NAME` knows: the first field of each row of the lesson table.
 function tutorialLessons() {
-  const text = readFileSync(join(ROOT, 'tutorial'), 'utf8');
-  return new Set([...text.matchAll(/^ {2}"([A-Za-z0-9-]+)\|/gm)].map((m) => m[1]));
+  const text = readFileSync(join(ROOT, 'chapters', 'lessons.txt'), 'utf8');
+  return new Set([...text.matchAll(/^([A-Za-z0-9-]+) *\|/gm)].map((m) => m[1]));
 }
 
 // The checks that tie the decks to the chapters: one deck per chapter, named like its folder;
@@ -89,7 +89,7 @@ function lint(decks, expanded) {
     if (!cue) problems.push(`${deck} has no "Run this now" slide with ./tutorial run ${number}`);
     else if (cue[1] !== number) problems.push(`${deck}'s "Run this now" runs lesson ${cue[1]}, not ${number}`);
     for (const m of text.matchAll(/\.\/tutorial run ([A-Za-z0-9-]+)/g)) {
-      if (!lessons.has(m[1])) problems.push(`${deck} shows ./tutorial run ${m[1]}, which is not a lesson in ./tutorial's table`);
+      if (!lessons.has(m[1])) problems.push(`${deck} shows ./tutorial run ${m[1]}, which is not a lesson in chapters/lessons.txt`);
     }
   }
   return problems;

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Checks the syllabus against the lesson table, chapters/lessons.txt, where it is written once.
+
+  - the table itself: six fields a row, known kinds, rank fields N, N,M or MxN, no lesson twice;
+    every chapter folder chapters/NN_name/ has a row NN and every row NN one folder; every
+    exercise row NN-exK follows its chapter and has one solution chapters/NN_name/solutions/exK_*.cpp,
+    and every solution there has a row;
+  - README.md's Syllabus table: a row for every lesson that is not an exercise, in the table's
+    order (`smoke`, `multinode`, then NN with [name](chapters/NN_name/README.md) and its deck
+    slides/decks/NN_name.md);
+  - the introduction deck's syllabus slide (slides/decks/00_introduction.md): a row NN | name for
+    every chapter, in order;
+  - slides/README.md's list of decks: one row per chapter, in order.
+
+Each disagreement is reported with the file, its line and the row of the table it should match;
+exit 1 if there is any, 0 otherwise.
+
+usage: check_syllabus.py [REPO_ROOT]      (default: the checkout this file is in)
+"""
+import re
+import sys
+from pathlib import Path
+
+KINDS = ("ddprun", "driver", "two_programs", "netns")
+RANKS = re.compile(r"^([1-9]\d*x)?[1-9]\d*(,([1-9]\d*x)?[1-9]\d*)*$")
+NAME = re.compile(r"^(\d\d)(-ex([1-9]\d*))?$|^[a-z][a-z0-9_]*$")
+
+
+class Lesson:
+    def __init__(self, line, fields):
+        self.line = line
+        self.name, self.program, self.ranks, self.kind, self.needs, self.summary = fields
+        m = re.match(r"^(\d\d)(?:-(ex\d+))?$", self.name)
+        self.chapter = m.group(1) if m else None  # "04" for 04 and 04-ex1
+        self.exercise = m.group(2) if m else None  # "ex1" for 04-ex1
+
+    def where(self):
+        return f"chapters/lessons.txt:{self.line} ({self.name})"
+
+
+def read_table(root, problems):
+    lessons = []
+    for number, text in enumerate((root / "chapters/lessons.txt").read_text().splitlines(), 1):
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        fields = [f.strip() for f in text.split("|", 5)]
+        if len(fields) != 6 or not all(fields):
+            problems.append(f"chapters/lessons.txt:{number}: want six fields separated by '|' "
+                            f"(lesson | program | ranks | kind | needs | summary), got: {text}")
+            continue
+        lesson = Lesson(number, fields)
+        if not NAME.match(lesson.name):
+            problems.append(f"{lesson.where()}: a lesson is NN, NN-exK or a lowercase word")
+        if lesson.kind not in KINDS:
+            problems.append(f"{lesson.where()}: kind '{lesson.kind}' is not one of {', '.join(KINDS)}")
+        if not RANKS.match(lesson.ranks):
+            problems.append(f"{lesson.where()}: ranks '{lesson.ranks}' is not N, N,M or MxN")
+        if lesson.kind == "ddprun" and not lesson.ranks.isdigit():
+            problems.append(f"{lesson.where()}: a ddprun lesson's ranks is one number (--nproc-per-node)")
+        if any(l.name == lesson.name for l in lessons):
+            problems.append(f"{lesson.where()}: listed twice")
+        lessons.append(lesson)
+    return lessons
+
+
+def check_table(root, lessons, problems):
+    folders = {p.name[:2]: p for p in sorted((root / "chapters").glob("[0-9][0-9]_*")) if p.is_dir()}
+    chapters = {l.chapter for l in lessons if l.chapter and not l.exercise}
+    for number, folder in folders.items():
+        if number not in chapters:
+            problems.append(f"chapters/{folder.name} has no row {number} in chapters/lessons.txt")
+    seen = set()
+    for lesson in lessons:
+        if lesson.chapter and lesson.chapter not in folders:
+            problems.append(f"{lesson.where()}: there is no folder chapters/{lesson.chapter}_name/")
+        if lesson.chapter and not lesson.exercise:
+            seen.add(lesson.chapter)
+        if lesson.exercise:
+            if lesson.chapter not in seen:
+                problems.append(f"{lesson.where()}: an exercise comes after its chapter's row")
+            if lesson.chapter in folders:
+                solutions = list((folders[lesson.chapter] / "solutions").glob(f"{lesson.exercise}_*.cpp"))
+                if len(solutions) != 1:
+                    problems.append(f"{lesson.where()}: wants one solution "
+                                    f"chapters/{folders[lesson.chapter].name}/solutions/"
+                                    f"{lesson.exercise}_*.cpp, found {len(solutions)}")
+    names = {l.name for l in lessons}
+    for number, folder in folders.items():
+        for solution in sorted((folder / "solutions").glob("ex*_*.cpp")):
+            name = f"{number}-{solution.name.split('_')[0]}"
+            if name not in names:
+                problems.append(f"chapters/{folder.name}/solutions/{solution.name} has no row "
+                                f"{name} in chapters/lessons.txt")
+    return folders
+
+
+def table_rows(root, file, heading, problems):
+    """(line number, cells) for each body row of the first Markdown table after `heading`."""
+    lines = (root / file).read_text().splitlines()
+    start = next((i for i, t in enumerate(lines) if t.strip() == heading), None)
+    if start is None:
+        problems.append(f"{file}: no '{heading}' followed by a table")
+        return []
+    rows, in_table = [], False
+    for i in range(start + 1, len(lines)):
+        text = lines[i].strip()
+        if text.startswith("|"):
+            cells = [c.strip() for c in text.strip("|").split("|")]
+            if in_table and not all(re.fullmatch(r":?-+:?", c) for c in cells):
+                rows.append((i + 1, cells))
+            in_table = True
+        elif in_table or text.startswith("#"):
+            break
+    return rows
+
+
+def compare(file, got, want, problems):
+    """got: [(line, key)]; want: [(key, lesson)]. Reports missing, extra and misordered rows."""
+    got_keys = [k for _, k in got]
+    want_keys = [k for k, _ in want]
+    for key, lesson in want:
+        if key not in got_keys:
+            problems.append(f"{file}: no row for {key}, which {lesson.where()} lists")
+    for line, key in got:
+        if key not in want_keys:
+            problems.append(f"{file}:{line}: row {key} is not a lesson of chapters/lessons.txt")
+    common_got = [(line, k) for line, k in got if k in want_keys]
+    common_want = [(k, l) for k, l in want if k in got_keys]
+    for (line, key), (want_key, lesson) in zip(common_got, common_want):
+        if key != want_key:
+            problems.append(f"{file}:{line}: row {key} stands where {lesson.where()} has "
+                            f"{want_key}: the rows are not in the table's order")
+            break
+
+
+def chapter_key(lesson, folders):
+    return f"{lesson.chapter} {folders[lesson.chapter].name[3:]}" if lesson.chapter in folders else lesson.name
+
+
+def check_readme(root, lessons, folders, problems):
+    file = "README.md"
+    got = []
+    for line, cells in table_rows(root, file, "## Syllabus", problems):
+        number, lesson = cells[0], cells[1]
+        if re.fullmatch(r"\d\d", number):
+            m = re.fullmatch(r"\[([a-z0-9_]+)\]\(chapters/(\d\d_[a-z0-9_]+)/README\.md\)", lesson)
+            if not m or m.group(2) != f"{number}_{m.group(1)}":
+                problems.append(f"{file}:{line}: chapter {number}'s lesson cell should read "
+                                f"[name](chapters/{number}_name/README.md), got: {lesson}")
+                continue
+            got.append((line, f"{number} {m.group(1)}"))
+            decks = re.findall(r"\(slides/decks/([^)]+)\)", cells[3] if len(cells) > 3 else "")
+            if decks != [f"{number}_{m.group(1)}.md"]:
+                problems.append(f"{file}:{line}: chapter {number}'s slides cell should link "
+                                f"slides/decks/{number}_{m.group(1)}.md")
+        else:
+            m = re.match(r"`([a-z0-9_-]+)`", lesson)
+            got.append((line, m.group(1) if m else lesson))
+    want = [(chapter_key(l, folders) if l.chapter else l.name, l) for l in lessons if not l.exercise]
+    compare(file, got, want, problems)
+
+
+def check_chapter_list(root, file, heading, key_of_row, lessons, folders, problems):
+    """A table that lists the chapters: key_of_row(cells) is "NN name", or None for other rows."""
+    got = [(line, key) for line, cells in table_rows(root, file, heading, problems)
+           if (key := key_of_row(cells))]
+    want = [(chapter_key(l, folders), l) for l in lessons if l.chapter and not l.exercise]
+    compare(file, got, want, problems)
+
+
+def deck_row_key(cells):
+    """slides/README.md's deck list: [NN_name.md](decks/NN_name.md), the introduction aside."""
+    m = re.fullmatch(r"\[(\d\d)_([a-z0-9_]+)\.md\]\(decks/\1_\2\.md\)", cells[0])
+    return f"{m.group(1)} {m.group(2)}" if m and m.group(1) != "00" else None
+
+
+def main():
+    if len(sys.argv) > 2 or sys.argv[1:] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0 if sys.argv[1:] in (["-h"], ["--help"]) else 2
+    root = Path(sys.argv[1]) if len(sys.argv) == 2 else Path(__file__).resolve().parents[2]
+    problems = []
+    lessons = read_table(root, problems)
+    folders = check_table(root, lessons, problems)
+    check_readme(root, lessons, folders, problems)
+    check_chapter_list(root, "slides/decks/00_introduction.md", "## The syllabus",
+                       lambda cells: " ".join(cells[:2]), lessons, folders, problems)
+    check_chapter_list(root, "slides/README.md", "# Slides", deck_row_key, lessons, folders, problems)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"FAILED: {len(problems)} disagreement(s) with chapters/lessons.txt")
+        return 1
+    print(f"OK: README.md, the introduction deck and slides/README.md follow chapters/lessons.txt "
+          f"({len(lessons)} lessons)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
