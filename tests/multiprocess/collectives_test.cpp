@@ -21,7 +21,7 @@ using dist::Tensor;
 
 constexpr std::int64_t kLargeBytes = 16 * 1024 * 1024;
 // The ring (all_reduce beyond 128 KiB, and reduce_scatter at every size) moves 64 KiB at a time
-// (SyncMesh::kChunk in the Gloo backend).
+// (MeshCollectives::kChunk in the Gloo backend).
 constexpr std::int64_t kRingChunkBytes = 64 * 1024;
 
 // Counts mismatches and keeps the first few for the report.

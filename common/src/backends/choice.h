@@ -1,5 +1,5 @@
-// Which backend a rank can run, and what `auto` picks (internal; used by init.cpp, tested by
-// tests/unit/gpu_path_test.cpp with made-up machines).
+// Which backend a rank can run, and what `auto` picks (internal; used by the rendezvous and
+// tools/backend_probe, tested by tests/unit/gpu_path_test.cpp with made-up machines).
 //
 // NCCL needs, on every rank: a build with the GPU path, a loaded driver, and a GPU of its own,
 // i.e. LOCAL_RANK < the number of GPUs this process sees, for every local rank of the machine.

@@ -1,4 +1,5 @@
-// The Gloo backend's factory (internal). init.cpp calls it once the ranks have met in the store.
+// The Gloo backend's factory (internal). backends/factory.cpp calls it once the ranks have met in
+// the store and agreed on Gloo.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// The NCCL backend's factory (internal). init.cpp calls it once the ranks have met in the store
-// and agreed on NCCL; only the cuda preset builds the real one (nccl.cpp). Without it,
+// The NCCL backend's factory (internal). backends/factory.cpp calls it once the ranks have met in
+// the store and agreed on NCCL; only the cuda preset builds the real one (nccl.cpp). Without it,
 // nccl_unavailable.cpp explains how to get it.
 #pragma once
 

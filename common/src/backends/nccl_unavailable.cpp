@@ -1,5 +1,6 @@
-// The NCCL backend in a build without the GPU path (every preset but cuda). init.cpp refuses
-// backend nccl before it gets here; this keeps the message right for any other caller.
+// The NCCL backend in a build without the GPU path (every preset but cuda). The rendezvous
+// refuses backend nccl before it gets here (rendezvous.cpp, meet()); this keeps the message right
+// for any other caller.
 #include "backends/choice.h"
 #include "backends/nccl.h"
 #include "dist/check.h"
