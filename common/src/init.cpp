@@ -115,9 +115,9 @@ void init_process_group(const InitOptions& options) {
         s.world_size);
     throw;
   }
-  group->info = DistInfo{
-      true,          s.rank,        s.world_size,         s.local_rank,  s.local_world_size,
-      s.master_addr, s.master_port, group->pg->backend(), s.resolved_url};
+  group->info = s;  // what resolve() found, now with the backend every rank agreed on
+  group->info.initialized = true;
+  group->info.backend = group->pg->backend();
   group->settings = s;
   g_group = group.release();
   ++g_generation;

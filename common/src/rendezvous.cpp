@@ -188,9 +188,9 @@ Settings resolve(const InitOptions& o, const LaunchEnv& env) {
   if (r.backend != "gloo") {
     r.nccl_problem = backends::nccl_problem(gpu::census(), r.local_rank, r.local_world_size);
   }
-  r.resolved_url = r.url.scheme == "env"   ? "env://"
-                   : r.url.scheme == "tcp" ? "tcp://" + r.where()
-                                           : "file://" + r.url.path;
+  r.init_method = r.url.scheme == "env"   ? "env://"
+                  : r.url.scheme == "tcp" ? "tcp://" + r.where()
+                                          : "file://" + r.url.path;
   return r;
 }
 

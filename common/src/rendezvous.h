@@ -36,18 +36,12 @@ struct Url {
 };
 Url parse_url(const std::string& text);
 
-// Everything resolve() worked out for this rank.
-struct Settings {
+// Everything resolve() worked out for this rank: what get_dist_info() will report once the
+// group is up (with `backend` as asked: gloo, nccl or auto, and `initialized` false), and how to
+// meet.
+struct Settings : DistInfo {
   Url url;
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  std::string master_addr;   // "" for file://
-  int master_port = 0;       // 0 for file://
   std::string rank_source;   // for messages: "the rank argument", "RANK", ...
-  std::string resolved_url;  // env://, tcp://host:port or file:///path, without the query
-  std::string backend;       // as asked: gloo, nccl or auto
   std::string nccl_problem;  // why this rank cannot run NCCL; "" when it can
 
   // "127.0.0.1:29500" or "file:///tmp/x": where the ranks meet, for messages.

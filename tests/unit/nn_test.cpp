@@ -8,10 +8,13 @@
 #include <vector>
 
 #include "dist/nn.h"
+#include "errors.h"
 #include "nn_math.h"
 #include "ranks.h"
 
 namespace {
+
+using dist::testing::config_error;
 
 using dist::Tensor;
 using dist::testing::contains;
@@ -21,16 +24,6 @@ dist::Linear two_by_two() {
   return dist::Linear(2, 2, {{1, 2, 3, 4}, {0.5f, -1}});
 }
 const Tensor kX = Tensor::from<float>({1, 1, 2, -1});
-
-template <typename F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const dist::ConfigError& e) {
-    return e.what();
-  }
-  return "no ConfigError";
-}
 
 TEST(Linear, ForwardIsXTimesWTransposedPlusB) {
   dist::Linear model = two_by_two();

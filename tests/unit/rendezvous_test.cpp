@@ -8,11 +8,13 @@
 
 #include "dist/check.h"
 #include "dist/nn.h"
+#include "errors.h"
 #include "util/fnv1a.h"
 
 namespace {
 
 using dist::rendezvous::resolve;
+using dist::testing::config_error;
 
 dist::InitOptions tcp_options() {
   return {.init_method = "tcp://127.0.0.1:29500"};
@@ -25,17 +27,6 @@ dist::LaunchEnv launched(int rank, int world_size) {
   env.rank_var = "RANK";
   env.world_size_var = "WORLD_SIZE";
   return env;
-}
-
-// The error a call throws, or "" if it throws none.
-template <typename Fn>
-std::string config_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const dist::ConfigError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---- LOCAL_RANK ---------------------------------------------------------------------------------
@@ -65,7 +56,7 @@ TEST(LocalRank, WithoutOneOnTheSecondMachineIsAConfigErrorNamingIt) {
   dist::LaunchEnv env = launched(2, 4);
   env.group_rank = 1;
   env.local_world_size = 2;
-  const std::string what = config_error_of([&] { resolve(tcp_options(), env); });
+  const std::string what = config_error([&] { resolve(tcp_options(), env); });
   EXPECT_NE(what.find("LOCAL_RANK is not set"), std::string::npos) << what;
   EXPECT_NE(what.find("its machine index is 1 (GROUP_RANK or SLURM_NODEID)"), std::string::npos)
       << what;
@@ -74,7 +65,7 @@ TEST(LocalRank, WithoutOneOnTheSecondMachineIsAConfigErrorNamingIt) {
 TEST(LocalRank, WithoutOneWhenTheJobIsLargerThanOneMachineIsAConfigError) {
   dist::LaunchEnv env = launched(0, 4);
   env.local_world_size = 2;
-  const std::string what = config_error_of([&] { resolve(tcp_options(), env); });
+  const std::string what = config_error([&] { resolve(tcp_options(), env); });
   EXPECT_NE(what.find("LOCAL_RANK is not set"), std::string::npos) << what;
   EXPECT_NE(what.find("WORLD_SIZE is 4 but LOCAL_WORLD_SIZE only 2"), std::string::npos) << what;
 }
