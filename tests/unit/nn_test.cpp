@@ -14,9 +14,8 @@
 
 namespace {
 
-using dist::testing::config_error;
-
 using dist::Tensor;
+using dist::testing::config_error;
 using dist::testing::contains;
 
 // W = [[1, 2], [3, 4]], b = [0.5, -1]; the batch x = [[1, 1], [2, -1]].
