@@ -30,6 +30,7 @@ struct Group {
   std::unique_ptr<ProcessGroup> pg;
   DistInfo info;
   rendezvous::Settings settings;        // how init resolved this rank, for new_group()
+  std::uint64_t session = 0;            // the store's session, for new_group()
   int next_subgroup = 0;                // new_group() calls so far: every rank counts the same
   int next_monitored = 0;               // monitored_barrier() calls so far
   DebugLevel debug = DebugLevel::kOff;  // DIST_DEBUG, read once by init
@@ -87,8 +88,9 @@ void init_process_group(const InitOptions& options) {
   const std::uint64_t generation = g_generation;
   auto group = std::make_unique<Group>();
   group->debug = debug_level_from_env();  // a bad value stops us before we connect anywhere
-  group->base = rendezvous::open_store(s, rendezvous::session_id(options.group_name, generation),
-                                       options.timeout);
+  group->session = rendezvous::session_id(options.group_name, generation);
+  backends::prepare_process();
+  group->base = rendezvous::open_store(s, group->session, options.timeout);
   set_log_identity(s.rank, s.world_size);
   try {
     // ---- Step 2: meet, and agree on the backend
@@ -105,7 +107,7 @@ void init_process_group(const InitOptions& options) {
                  std::chrono::milliseconds(1));
     group->pg = backends::make_process_group(
         group_spec(s, choice.backend, options.timeout, left, group->debug), group->store);
-  } catch (const Error&) {
+  } catch (...) {
     clear_log_identity();
     // Rank 0 hosts the store: give the other ranks a moment to read why the job cannot start
     // (the "conflict" key) before its process, and the store with it, goes away.
@@ -145,18 +147,30 @@ void destroy_process_group() {
 }
 
 std::unique_ptr<ProcessGroup> new_group() {
-  std::shared_ptr<PrefixStore> space;
   backends::GroupSpec spec;
+  rendezvous::Settings settings;
+  std::uint64_t session = 0;
+  std::shared_ptr<Store> base;
+  std::string key_space;
   {
     std::lock_guard lock(g_mu);
     Group& g = current();
     const auto timeout = g.pg->timeout();
     spec = group_spec(g.settings, g.info.backend, timeout, timeout, g.debug);
+    settings = g.settings;
+    session = g.session;
+    base = g.base;
     // The same rendezvous store, under a key space of its own: the new group's connections never
     // meet the default group's.
-    space = std::make_shared<PrefixStore>("subgroup/" + std::to_string(g.next_subgroup++), g.store);
+    key_space = g.store->prefix() + "/subgroup/" + std::to_string(g.next_subgroup++);
   }
-  return backends::make_process_group(spec, space);
+  // With DIST_DEBUG=DETAIL the new group meets in the store before every call, often on a thread
+  // of its own (DDP's): a connection of its own, so that its waits never queue behind the default
+  // group's on one connection (rank 0's and rank 1's threads would then wait for each other).
+  if (spec.debug == DebugLevel::kDetail) {
+    base = rendezvous::open_store(settings, session, spec.timeout, /*another_connection=*/true);
+  }
+  return backends::make_process_group(spec, std::make_shared<PrefixStore>(key_space, base));
 }
 
 // ---- Who this rank is ---------------------------------------------------------------------------

@@ -141,115 +141,159 @@ void ProcessGroup::set_call_checker(std::unique_ptr<CallChecker> checker) {
   checker_ = std::move(checker);
 }
 
-// Numbers the call, refuses it on a closed group, runs the DETAIL check, then the body. A
-// ConfigError from the body means the backend refused the arguments before anything moved; any
-// other error leaves the connections in an unknown state (half a message may be on the wire),
-// so the group is closed and every later call refused.
-template <typename Body>
-void ProcessGroup::run(Call call, Body&& body) {
+// Every public call goes through here, in this order:
+//   1. number the call, and refuse it on a closed group;
+//   2. DIST_DEBUG=DETAIL: compare the call with every rank's, before anything else can throw on
+//      one rank only, so a rank with a bad argument stops every rank with each rank's call;
+//   3. check the arguments (`validate`): a refused call leaves the group as it was;
+//   4. run the backend (`body`). Once the backend has said begin_transfer(), a failure leaves the
+//      connections in an unknown state (half a message may be on the wire), so the group is
+//      closed and every later call refused; a failure before it (a staging copy, a GPU
+//      allocation) leaves the group usable.
+template <typename Validate, typename Body>
+void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
   call.seq = call.collective ? ++sequence_ : sequence_;
   if (!closed_.empty()) {
     throw Error(call.str() + " on rank " + std::to_string(rank_) +
                 ": this process group was closed after an earlier error (" + closed_ +
                 "); start again with destroy_process_group() and init_process_group()");
   }
+  // call() is valid for the backend during this call only.
+  struct Current {
+    Call& slot;
+    ~Current() { slot = Call{}; }
+  } current{call_};
   call_ = std::move(call);
   if (checker_ != nullptr && call_.collective) checker_->check(call_);
+  validate();
+  transferring_ = false;
   try {
     body();
-  } catch (const ConfigError&) {
+  } catch (const std::exception& e) {
+    if (transferring_) close_after(e.what());
     throw;
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    closed_ = what.substr(0, what.find(". "));
-    close();
+  } catch (...) {
+    if (transferring_) close_after("an exception that is not a std::exception");
     throw;
   }
+}
+
+void ProcessGroup::close_after(const std::string& error) {
+  closed_ = error.substr(0, error.find(". "));
+  close();
 }
 
 void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
-  check_op_fits(op, tensor.dtype());
-  check_op(op);
-  check_tensor(tensor, "all_reduce");
-  run({.name = "all_reduce", .tensor = &tensor, .op = op}, [&] {
-    if (tensor.numel() == 0) return do_barrier();
-    do_all_reduce(tensor, op);
-  });
+  run(
+      {.name = "all_reduce", .tensor = &tensor, .op = op},
+      [&] {
+        check_op_fits(op, tensor.dtype());
+        check_op(op);
+        check_tensor(tensor, "all_reduce");
+      },
+      [&] {
+        if (tensor.numel() == 0) return do_barrier();
+        do_all_reduce(tensor, op);
+      });
 }
 
 void ProcessGroup::broadcast(Tensor& tensor, int src) {
-  check_rank(src, size_, "src");
-  check_tensor(tensor, "broadcast");
-  run({.name = "broadcast", .tensor = &tensor, .peer_role = "src", .peer = src}, [&] {
-    if (tensor.numel() == 0) return do_barrier();
-    do_broadcast(tensor, src);
-  });
+  run(
+      {.name = "broadcast", .tensor = &tensor, .peer_role = "src", .peer = src},
+      [&] {
+        check_rank(src, size_, "src");
+        check_tensor(tensor, "broadcast");
+      },
+      [&] {
+        if (tensor.numel() == 0) return do_barrier();
+        do_broadcast(tensor, src);
+      });
 }
 
 void ProcessGroup::barrier() {
-  run({.name = "barrier"}, [&] { do_barrier(); });
+  run(
+      {.name = "barrier"}, [] {}, [&] { do_barrier(); });
 }
 
 void ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor(input, "all_gather");
-  run({.name = "all_gather", .tensor = &input}, [&] {
-    if (input.numel() > 0) return do_all_gather(outputs, input);
-    outputs = empty_per_rank(input, size_);
-    do_barrier();
-  });
+  run(
+      {.name = "all_gather", .tensor = &input}, [&] { check_tensor(input, "all_gather"); },
+      [&] {
+        if (input.numel() > 0) return do_all_gather(outputs, input);
+        outputs = empty_per_rank(input, size_);
+        do_barrier();
+      });
 }
 
 void ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
-  check_op_fits(op, output.dtype());
-  check_op(op);
-  check_tensor(output, "reduce_scatter");
-  check_one_per_rank("reduce_scatter", &inputs, output, size_);
-  for (const Tensor& in : inputs) check_tensor(in, "reduce_scatter");
-  run({.name = "reduce_scatter", .tensor = &output, .op = op}, [&] {
-    if (output.numel() == 0) return do_barrier();
-    do_reduce_scatter(output, inputs, op);
-  });
+  run(
+      {.name = "reduce_scatter", .tensor = &output, .op = op},
+      [&] {
+        check_op_fits(op, output.dtype());
+        check_op(op);
+        check_tensor(output, "reduce_scatter");
+        check_one_per_rank("reduce_scatter", &inputs, output, size_);
+        for (const Tensor& in : inputs) check_tensor(in, "reduce_scatter");
+      },
+      [&] {
+        if (output.numel() == 0) return do_barrier();
+        do_reduce_scatter(output, inputs, op);
+      });
 }
 
 void ProcessGroup::gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) {
-  check_rank(dst, size_, "dst");
-  check_tensor(input, "gather");
   const bool root = rank_ == dst;
-  DIST_CHECK(!root || outputs != nullptr, "gather needs an output list on the destination rank");
-  run({.name = "gather", .tensor = &input, .peer_role = "dst", .peer = dst}, [&] {
-    if (input.numel() > 0) return do_gather(input, root ? outputs : nullptr, dst);
-    do_barrier();
-    if (root) *outputs = empty_per_rank(input, size_);
-  });
+  run(
+      {.name = "gather", .tensor = &input, .peer_role = "dst", .peer = dst},
+      [&] {
+        check_rank(dst, size_, "dst");
+        check_tensor(input, "gather");
+        DIST_CHECK(!root || outputs != nullptr,
+                   "gather needs an output list on the destination rank");
+      },
+      [&] {
+        if (input.numel() > 0) return do_gather(input, root ? outputs : nullptr, dst);
+        do_barrier();
+        if (root) *outputs = empty_per_rank(input, size_);
+      });
 }
 
 void ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) {
-  check_rank(src, size_, "src");
-  check_tensor(output, "scatter");
   const bool root = rank_ == src;
-  if (root) {
-    check_one_per_rank("scatter", inputs, output, size_);
-    for (const Tensor& in : *inputs) check_tensor(in, "scatter");
-  }
-  run({.name = "scatter", .tensor = &output, .peer_role = "src", .peer = src}, [&] {
-    if (output.numel() == 0) return do_barrier();
-    do_scatter(output, root ? inputs : nullptr, src);
-  });
+  run(
+      {.name = "scatter", .tensor = &output, .peer_role = "src", .peer = src},
+      [&] {
+        check_rank(src, size_, "src");
+        check_tensor(output, "scatter");
+        if (!root) return;
+        check_one_per_rank("scatter", inputs, output, size_);
+        for (const Tensor& in : *inputs) check_tensor(in, "scatter");
+      },
+      [&] {
+        if (output.numel() == 0) return do_barrier();
+        do_scatter(output, root ? inputs : nullptr, src);
+      });
 }
 
 void ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
-  check_peer(dst, rank_, size_, "dst");
-  check_tensor(tensor, "send");
-  run({.name = "send", .collective = false, .tensor = &tensor, .peer_role = "to", .peer = dst},
+  run(
+      {.name = "send", .collective = false, .tensor = &tensor, .peer_role = "to", .peer = dst},
+      [&] {
+        check_peer(dst, rank_, size_, "dst");
+        check_tensor(tensor, "send");
+      },
       [&] {
         if (tensor.numel() > 0) do_send(tensor, dst, tag);
       });
 }
 
 void ProcessGroup::recv(Tensor& tensor, int src, int tag) {
-  check_peer(src, rank_, size_, "src");
-  check_tensor(tensor, "recv");
-  run({.name = "recv", .collective = false, .tensor = &tensor, .peer_role = "from", .peer = src},
+  run(
+      {.name = "recv", .collective = false, .tensor = &tensor, .peer_role = "from", .peer = src},
+      [&] {
+        check_peer(src, rank_, size_, "src");
+        check_tensor(tensor, "recv");
+      },
       [&] {
         if (tensor.numel() > 0) do_recv(tensor, src, tag);
       });

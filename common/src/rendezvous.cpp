@@ -201,12 +201,12 @@ std::uint64_t session_id(const std::string& group_name, std::uint64_t generation
 }
 
 std::shared_ptr<Store> open_store(const Settings& s, std::uint64_t session,
-                                  std::chrono::milliseconds timeout) {
+                                  std::chrono::milliseconds timeout, bool another_connection) {
   if (s.url.scheme == "file") return std::make_shared<FileStore>(s.url.path, timeout);
   TCPStore::Options o;
   o.host = s.master_addr;
   o.port = s.master_port;
-  o.is_server = s.rank == 0;
+  o.is_server = s.rank == 0 && !another_connection;
   o.timeout = timeout;
   o.session = session;
   o.token = env_value("DIST_STORE_TOKEN").value_or("");

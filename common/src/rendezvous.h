@@ -61,9 +61,13 @@ Settings resolve(const InitOptions& options, const LaunchEnv& env);
 // that starts again early never joins the previous generation's store.
 std::uint64_t session_id(const std::string& group_name, std::uint64_t generation);
 
-// The store the ranks meet in: a TCPStore (rank 0 hosts it) or a FileStore.
+// The store the ranks meet in: a TCPStore (rank 0 hosts it) or a FileStore. With
+// `another_connection`, a second connection to the same store (rank 0 hosts nothing more): for a
+// group whose calls run on another thread, so that its store waits never queue behind the
+// default group's on one connection.
 std::shared_ptr<Store> open_store(const Settings& s, std::uint64_t session,
-                                  std::chrono::milliseconds timeout);
+                                  std::chrono::milliseconds timeout,
+                                  bool another_connection = false);
 
 // Step 2. Returns once all world_size ranks have announced themselves; throws dist::ConfigError
 // when two processes claim one rank or the ranks disagree (every rank learns of it through the

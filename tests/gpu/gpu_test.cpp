@@ -239,6 +239,15 @@ TEST_F(WorldOfOne, GlooMovesGpuTensorsThroughTheHost) {
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_EQ(gathered[0].device(), kGpu);
   EXPECT_TRUE(gathered[0].cpu().equal(pattern(5, dist::kFloat32)));
+  // The input may be one of the outputs, as torch allows: the list still ends on the GPU.
+  std::vector<Tensor> aliased{pattern(5, dist::kFloat32, kGpu)};
+  dist::all_gather(aliased, aliased[0]);
+  EXPECT_EQ(aliased[0].device(), kGpu);
+  EXPECT_TRUE(aliased[0].cpu().equal(pattern(5, dist::kFloat32)));
+  std::vector<Tensor> gathered_here{pattern(5, dist::kFloat32, kGpu)};
+  dist::gather(gathered_here[0], &gathered_here, 0);
+  EXPECT_EQ(gathered_here[0].device(), kGpu);
+  EXPECT_TRUE(gathered_here[0].cpu().equal(pattern(5, dist::kFloat32)));
 }
 
 // The watchdog. A kernel holds the default stream for 8 s; the collective, which must wait for

@@ -204,6 +204,32 @@ TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
   }));
 }
 
+// With DIST_DEBUG=DETAIL both threads meet in the store before every call: the gradient thread
+// (DDP's own group) and the main thread (here a collective between layers, as SyncBatchNorm makes
+// in backward). Each group talks to the store on a connection of its own, so neither thread's
+// wait holds up the other's, on this rank or the next.
+TEST(Ddp, UnderDebugDetailTheGradientThreadNeverWaitsBehindTheMainThread) {
+  expect_all_ok(run_group(
+      2, {.timeout = 5s},
+      [](int rank) {
+        ThreeLayers m;
+        dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
+        for (int step = 0; step < 20; ++step) {
+          m.fill_grads(rank, step);
+          for (dist::Linear* layer : {&m.c, &m.b, &m.a}) {
+            ddp.grads_ready(layer->parameters());
+            auto between = dist::full(1, 1.0);
+            dist::all_reduce(between);  // the main thread's own collective, during backward
+          }
+          ddp.finish_gradient_sync();
+          if (!holds_the_mean(m, 2, {step})) return 1;
+          for (dist::Linear* l : {&m.a, &m.b, &m.c}) dist::SGD(l->parameters(), 1).zero_grad();
+        }
+        return 0;
+      },
+      {.env = {{"DIST_DEBUG", "DETAIL"}}, .deadline = 90s}));
+}
+
 // no_sync for two micro-batches, then a synchronised one: the average of the three summed.
 TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
   const int world = GetParam();

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -168,6 +170,43 @@ TEST(LifeCycle, DestroyThenReinitWorksRepeatedly) {
       dist::destroy_process_group();
       DIST_CHECK(!dist::is_initialized(), "destroyed");
     }
+    return 0;
+  }));
+}
+
+// The "[rank R/W] " prefix is the launcher's before init, init's own during and after it, and the
+// launcher's again after destroy_process_group or a failed init.
+TEST(LifeCycle, TheRankPrefixFollowsTheGroup) {
+  const int port = dist::testing::free_port();
+  expect_all_ok(run_ranks(1, [&](int) {
+    set_launcher_env(1, 2, port);  // the environment says 1 of 2; the URL's query 0 of 1
+    const std::string url = "tcp://127.0.0.1:" + std::to_string(port);
+    DIST_CHECK(dist::rank_prefix() == "[rank 1/2] ", "before init: the launcher's");
+    dist::init_process_group({.init_method = url + "?rank=0&world_size=1"});
+    DIST_CHECK(dist::rank_prefix() == "[rank 0/1] ", "after init: the group's");
+    dist::destroy_process_group();
+    DIST_CHECK(dist::rank_prefix() == "[rank 1/2] ", "after destroy: the launcher's again");
+    try {  // rank 0 of 3, alone: nobody else comes
+      dist::init_process_group({.init_method = url + "?rank=0&world_size=3", .timeout = 1s});
+      return 1;
+    } catch (const dist::TimeoutError&) {
+    }
+    DIST_CHECK(dist::rank_prefix() == "[rank 1/2] ", "after a failed init: the launcher's");
+    return 0;
+  }));
+}
+
+// init_process_group sets up the process (SIGPIPE ignored, a terminate handler that names the
+// rank); new_group() leaves alone whatever the program installed after it.
+TEST(LifeCycle, NewGroupKeepsTheProgramsOwnTerminateHandler) {
+  expect_all_ok(run_group(2, {.timeout = 30s}, [](int) {
+    struct sigaction pipe {};
+    ::sigaction(SIGPIPE, nullptr, &pipe);
+    DIST_CHECK(pipe.sa_handler == SIG_IGN, "init ignores SIGPIPE");
+    const std::terminate_handler mine = [] { std::_Exit(9); };
+    std::set_terminate(mine);
+    auto second = dist::new_group();
+    DIST_CHECK(std::get_terminate() == mine, "new_group() replaced the program's handler");
     return 0;
   }));
 }
@@ -778,6 +817,26 @@ TEST(DebugDetail, ARankThatNeverCallsIsNamed) {
     EXPECT_EQ(result.exit_code, 1) << describe(results);
     EXPECT_TRUE(contains(result.output, "collective #1 all_reduce(SUM") &&
                 contains(result.output, "rank 1 did not reach it within 2 s"))
+        << describe(results);
+  }
+}
+
+// A bad argument on one rank only: the DETAIL check comes first, so every rank stops at once with
+// each rank's call, instead of the others waiting out the timeout for the rank that was refused.
+TEST(DebugDetail, ABadArgumentOnOneRankStopsEveryRankShowingEachCall) {
+  const auto start = Clock::now();
+  auto results = run_group(2, {.timeout = 20s},
+                           [](int rank) {
+                             auto t = dist::zeros(4);
+                             dist::broadcast(t, rank == 0 ? 7 : 0);  // src 7 of world_size 2
+                             return 0;
+                           },
+                           {.env = {{"DIST_DEBUG", "DETAIL"}}, .deadline = 60s});
+  EXPECT_LT(Clock::now() - start, 10s) << "found by comparing, not by a timeout";
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 1) << describe(results);
+    EXPECT_TRUE(contains(r.output, "the ranks' calls differ") &&
+                contains(r.output, "rank 0: broadcast(src 7, torch.float32, 4 elements, cpu)"))
         << describe(results);
   }
 }

@@ -176,7 +176,7 @@ TEST(NcclUniqueId, EachGroupReadsTheIdOfItsOwnKeySpace) {
   // The default group and a new_group() share one store, each under a prefix of its own.
   auto server = std::make_shared<dist::TCPStore>(store_options(0, true, 5s));
   auto client = std::make_shared<dist::TCPStore>(store_options(server->port(), false, 5s));
-  const std::vector<std::string> groups = {"default/0/nccl", "subgroup/0/nccl"};
+  const std::vector<std::string> groups = {"default/0/nccl", "default/0/subgroup/0/nccl"};
   for (std::size_t g = 0; g < groups.size(); ++g) {
     dist::PrefixStore on_rank0(groups[g], server);
     const char fill = static_cast<char>('a' + g);

@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
 
     // The same with DistributedDataParallel: rank 0's start everywhere, and no gap ever.
     dist::Linear wrapped(1, 1, own, dist::get_device());
-    dist::DistributedDataParallel ddp(wrapped.parameters());
-    ch08::train_on_line(wrapped, 0.01, 4, [&] { ddp.average_gradients(); });
+    {  // DDP's own group goes before the default group does
+      dist::DistributedDataParallel ddp(wrapped.parameters());
+      ch08::train_on_line(wrapped, 0.01, 4, [&] { ddp.average_gradients(); });
+    }
     const double ddp_gap = gap_to_rank0(wrapped);
     dist::out() << "with DistributedDataParallel: w - rank 0's w = " << ddp_gap;
 

@@ -38,8 +38,10 @@ int main(int argc, char** argv) {
     });
     // What it equals: the mean (DDP), at world_size times the learning rate.
     dist::Linear scaled(1, 1, start, dist::get_device());
-    dist::DistributedDataParallel ddp(scaled.parameters());
-    ch08::train_on_line(scaled, kLr * world, 2, [&] { ddp.average_gradients(); });
+    {  // DDP's own group goes before the default group does
+      dist::DistributedDataParallel ddp(scaled.parameters());
+      ch08::train_on_line(scaled, kLr * world, 2, [&] { ddp.average_gradients(); });
+    }
 
     const double w1 = summed.weight().data.item(0), w2 = scaled.weight().data.item(0);
     const double b1 = summed.bias().data.item(0), b2 = scaled.bias().data.item(0);

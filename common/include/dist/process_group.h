@@ -9,8 +9,10 @@
 //   * Every rank must make the same collective calls in the same order with matching sizes and
 //     dtypes; a rank that skips one leaves the others waiting until the group's timeout, which
 //     then fails with dist::TimeoutError naming the operation and its sequence number.
-//   * A peer that dies makes the others fail with dist::Error, not hang. After the first call that
-//     fails, the group refuses every later call, naming that first error.
+//   * A peer that dies makes the others fail with dist::Error, not hang. A call that fails once
+//     data has started to move closes the group: every later call is refused, naming that first
+//     error. A call refused for its arguments, or stopped by DIST_DEBUG=DETAIL, leaves the group
+//     usable.
 //   * Tensors of 0 elements are allowed and do nothing but synchronise.
 //
 // Who runs what, and how mismatched calls (ranks that called different collectives, or the same
@@ -29,10 +31,12 @@
 //     through the store (op, reduce op, dtype, size, device, root), so any mismatch stops every
 //     rank with each rank's call, before data moves (chapter 10).
 //
-// For whoever adds a backend: the public calls are not virtual. ProcessGroup checks the
-// arguments, numbers the call, runs the DIST_DEBUG=DETAIL check, turns a call on 0 elements into
-// a barrier, and refuses calls once the group has failed; a backend implements the protected
-// do_*() functions, which see only calls that passed all of that (call() says which call it is).
+// For whoever adds a backend: the public calls are not virtual. ProcessGroup numbers the call,
+// runs the DIST_DEBUG=DETAIL check, checks the arguments, turns a call on 0 elements into a
+// barrier, and refuses calls once the group has failed; a backend implements the protected
+// do_*() functions, which see only calls that passed all of that (call() says which call it is),
+// and says begin_transfer() right before its first byte may move. A do_*() never calls a public
+// call of its own group: that would number a second call inside the first.
 //
 // Taught in: chapter 04 (all_reduce), chapter 05 (barrier), chapter 10 (mismatched
 // calls and DIST_DEBUG=DETAIL).
@@ -120,6 +124,9 @@ class ProcessGroup {
 
   // The call being made; valid inside the do_*() functions.
   const Call& call() const { return call_; }
+  // Says that data may move from now on (a Gloo call, an NCCL enqueue): if the call fails after
+  // this, the group is closed. Staging copies and allocations come before it.
+  void begin_transfer() { transferring_ = true; }
 
   // What a backend refuses beyond the common checks, before the call is numbered: each tensor
   // argument (`call` names the collective), and the reduce op. Throw a ConfigError to refuse.
@@ -139,14 +146,15 @@ class ProcessGroup {
   virtual void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) = 0;
   virtual void do_send(const Tensor& tensor, int dst, int tag) = 0;
   virtual void do_recv(Tensor& tensor, int src, int tag) = 0;
-  // Runs once, after the first call that failed: drop the connections (or abort the
-  // communicator), so that peers waiting on this rank fail at once instead of at their timeout,
-  // even when the program catches the error and goes on.
+  // Runs once, after the first call that failed while transferring: drop the connections (or
+  // abort the communicator), so that peers waiting on this rank fail at once instead of at their
+  // timeout, even when the program catches the error and goes on.
   virtual void close() noexcept = 0;
 
  private:
-  template <typename Body>
-  void run(Call call, Body&& body);
+  template <typename Validate, typename Body>
+  void run(Call call, Validate&& validate, Body&& body);
+  void close_after(const std::string& error);
 
   int rank_;
   int size_;
@@ -155,7 +163,8 @@ class ProcessGroup {
   std::uint64_t sequence_ = 0;
   Call call_;
   std::unique_ptr<CallChecker> checker_;
-  std::string closed_;  // why the group was closed; empty while it is usable
+  bool transferring_ = false;  // the current call has said begin_transfer()
+  std::string closed_;         // why the group was closed; empty while it is usable
 };
 
 }  // namespace dist

@@ -35,14 +35,6 @@ namespace {
   std::abort();
 }
 
-// What the process needs once, before any backend connects. A dead peer must surface as an
-// error from the backend, not kill us silently: Gloo writes to sockets without MSG_NOSIGNAL, so
-// a write to a closed connection would raise SIGPIPE.
-void prepare_process() {
-  std::signal(SIGPIPE, SIG_IGN);
-  std::set_terminate(report_fatal);
-}
-
 GlooOptions gloo_options(const GroupSpec& spec) {
   GlooOptions g;
   g.timeout = spec.timeout;
@@ -66,9 +58,13 @@ GlooOptions gloo_options(const GroupSpec& spec) {
 
 }  // namespace
 
+void prepare_process() {
+  std::signal(SIGPIPE, SIG_IGN);
+  std::set_terminate(report_fatal);
+}
+
 std::unique_ptr<ProcessGroup> make_process_group(const GroupSpec& spec,
                                                  const std::shared_ptr<Store>& space) {
-  prepare_process();
   PrefixStore connect_store(spec.backend, space);
   connect_store.set_timeout(spec.connect_timeout);
   std::unique_ptr<ProcessGroup> group;

@@ -2,8 +2,8 @@
 // third step of init_process_group, and all of new_group(). torch's _new_process_group_helper
 // has this job.
 //
-// It sets up what the process needs once (a SIGPIPE that cannot kill a rank, and a terminate
-// handler that names the rank), builds the Gloo or NCCL group with its options, and adds the
+// It sets up what the process needs (a SIGPIPE that cannot kill a rank, and a terminate handler
+// that names the rank), builds the Gloo or NCCL group with its options, and adds the
 // DIST_DEBUG=DETAIL check when asked for.
 #pragma once
 
@@ -29,6 +29,12 @@ struct GroupSpec {
   std::chrono::milliseconds connect_timeout{};  // for connecting
   DebugLevel debug = DebugLevel::kOff;
 };
+
+// What the process needs before anything connects: SIGPIPE ignored (Gloo writes to sockets
+// without MSG_NOSIGNAL, and a write to a dead peer must surface as an error, not kill the rank)
+// and a terminate handler that names the rank. init_process_group calls it first, once per init;
+// new_group() does not, so a handler the program installs after init stays.
+void prepare_process();
 
 // Connects this rank's group through `space`, a key space of the group's own in the rendezvous
 // store (the backend's connections and the DETAIL check each take a prefix of it). A collective:

@@ -156,8 +156,9 @@ class ProcessGroupGloo : public ProcessGroup {
   // torch's all_gather fills the list it is given: no new memory, no copy out of a staging area.
   void do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
     if (input.is_cuda()) {
+      const Device device = input.device();  // `input` may be one of `outputs`, replaced below
       do_all_gather(outputs, input.cpu());
-      for (Tensor& t : outputs) t = t.to(input.device());
+      for (Tensor& t : outputs) t = t.to(device);
       return;
     }
     outputs.resize(static_cast<std::size_t>(size()));
@@ -205,9 +206,10 @@ class ProcessGroupGloo : public ProcessGroup {
 
   void do_gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) override {
     if (input.is_cuda()) {
+      const Device device = input.device();  // `input` may be one of `*outputs`, replaced below
       do_gather(input.cpu(), outputs, dst);
       if (outputs != nullptr) {
-        for (Tensor& t : *outputs) t = t.to(input.device());
+        for (Tensor& t : *outputs) t = t.to(device);
       }
       return;
     }
@@ -263,14 +265,19 @@ class ProcessGroupGloo : public ProcessGroup {
   }
 
   // After the first error the streams may be half-way through a message: drop both meshes.
+  // Closing can itself fail (Gloo's own checks throw); the first error is the one to report.
   void close() noexcept override {
-    context_->closeConnections();
-    mesh_->close();
+    try {
+      context_->closeConnections();
+      mesh_->close();
+    } catch (...) {
+    }
   }
 
  private:
   MeshCollectives::Signature signature(const Tensor& t, std::optional<ReduceOp> op) const {
-    return {call().name, call().seq, t.numel(), t.dtype(), op};
+    return {
+        .name = call().name, .seq = call().seq, .numel = t.numel(), .dtype = t.dtype(), .op = op};
   }
 
   // Every rank tags call N the same way, so a stray message from an earlier, failed call can
@@ -291,6 +298,7 @@ class ProcessGroupGloo : public ProcessGroup {
   // what to check.
   template <typename Fn>
   void gloo_call(Fn&& fn) {
+    begin_transfer();
     with_gloo_errors(fn, [&](const std::string& detail) {
       // Gloo says "Timed out" for its background thread, "Read timeout" or "Write timeout" for
       // a synchronous pair's socket.

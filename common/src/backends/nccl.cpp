@@ -399,6 +399,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     // stream waits for that work first.
     check_cuda(cudaEventRecord(inputs_ready_, cudaStreamLegacy), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream_, inputs_ready_, 0), "cudaStreamWaitEvent");
+    begin_transfer();
     const ncclResult_t rc = settle(enqueue(), deadline);
     if (rc == ncclSuccess) {
       check_cuda(cudaEventRecord(done_, stream_), "cudaEventRecord");
