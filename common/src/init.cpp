@@ -28,8 +28,9 @@ struct Group {
   std::shared_ptr<Store> base;         // TCPStore or FileStore
   std::shared_ptr<PrefixStore> store;  // this group generation's key space
   std::unique_ptr<ProcessGroup> pg;
-  DistInfo info;
-  rendezvous::Settings settings;        // how init resolved this rank, for new_group()
+  // What get_dist_info() reports (the backend every rank agreed on), and how this rank met the
+  // others, for new_group().
+  rendezvous::Settings info;
   std::uint64_t session = 0;            // the store's session, for new_group()
   int next_subgroup = 0;                // new_group() calls so far: every rank counts the same
   int next_monitored = 0;               // monitored_barrier() calls so far
@@ -120,7 +121,6 @@ void init_process_group(const InitOptions& options) {
   group->info = s;  // what resolve() found, now with the backend every rank agreed on
   group->info.initialized = true;
   group->info.backend = group->pg->backend();
-  group->settings = s;
   g_group = group.release();
   ++g_generation;
 }
@@ -156,8 +156,8 @@ std::unique_ptr<ProcessGroup> new_group() {
     std::lock_guard lock(g_mu);
     Group& g = current();
     const auto timeout = g.pg->timeout();
-    spec = group_spec(g.settings, g.info.backend, timeout, timeout, g.debug);
-    settings = g.settings;
+    spec = group_spec(g.info, g.info.backend, timeout, timeout, g.debug);
+    settings = g.info;
     session = g.session;
     base = g.base;
     // The same rendezvous store, under a key space of its own: the new group's connections never
