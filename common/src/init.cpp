@@ -258,5 +258,21 @@ void send(const Tensor& tensor, int dst, int tag) {
 void recv(Tensor& tensor, int src, int tag) {
   default_group().recv(tensor, src, tag);
 }
+Work all_reduce(Tensor& tensor, ReduceOp op, CallOptions options) {
+  return default_group().all_reduce(tensor, op, options);
+}
+Work broadcast(Tensor& tensor, int src, CallOptions options) {
+  return default_group().broadcast(tensor, src, options);
+}
+Work barrier(CallOptions options) {
+  return default_group().barrier(options);
+}
+Work all_gather(std::vector<Tensor>& outputs, const Tensor& input, CallOptions options) {
+  return default_group().all_gather(outputs, input, options);
+}
+Work reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                    CallOptions options) {
+  return default_group().reduce_scatter(output, inputs, op, options);
+}
 
 }  // namespace dist

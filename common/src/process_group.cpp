@@ -128,12 +128,6 @@ std::string ProcessGroup::Call::fingerprint() const {
 
 // ---- The calls ---------------------------------------------------------------------------------
 
-ProcessGroup::ProcessGroup(int rank, int size, std::string backend,
-                           std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), backend_(std::move(backend)), timeout_(timeout) {}
-
-ProcessGroup::~ProcessGroup() = default;
-
 void ProcessGroup::check_tensor(const Tensor&, const char*) const {}
 void ProcessGroup::check_op(ReduceOp) const {}
 
@@ -142,6 +136,7 @@ void ProcessGroup::set_call_checker(std::unique_ptr<CallChecker> checker) {
 }
 
 // Every public call goes through here, in this order:
+//   0. let the asynchronous calls made before it finish (none when it runs on their thread);
 //   1. number the call, and refuse it on a closed group;
 //   2. DIST_DEBUG=DETAIL: compare the call with every rank's, before anything else can throw on
 //      one rank only, so a rank with a bad argument stops every rank with each rank's call;
@@ -152,6 +147,7 @@ void ProcessGroup::set_call_checker(std::unique_ptr<CallChecker> checker) {
 //      allocation) leaves the group usable.
 template <typename Validate, typename Body>
 void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
+  wait_for_async();  // on the caller's thread: the queued calls go first
   call.seq = call.collective ? ++sequence_ : sequence_;
   if (!closed_.empty()) {
     throw Error(call.str() + " on rank " + std::to_string(rank_) +
@@ -183,51 +179,70 @@ void ProcessGroup::close_after(const std::string& error) {
   close();
 }
 
-void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
-  run(
-      {.name = "all_reduce", .tensor = &tensor, .op = op},
+// A collective with CallOptions: at once, or (async_op) checked now and queued behind the
+// calls already waiting, on the communication thread. A queued body captures the tensors by
+// reference (the caller keeps them alive until wait()) and everything else by value.
+template <typename Validate, typename Body>
+Work ProcessGroup::dispatch(CallOptions options, const Call& call, Validate&& validate,
+                            Body&& body) {
+  if (!options.async_op) {
+    run(call, validate, body);
+    return Work{};
+  }
+  validate();
+  return submit([this, call, body] {
+    run(
+        call, [] {}, body);
+  });
+}
+
+Work ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, CallOptions options) {
+  return dispatch(
+      options, {.name = "all_reduce", .tensor = &tensor, .op = op},
       [&] {
         check_op_fits(op, tensor.dtype());
         check_op(op);
         check_tensor(tensor, "all_reduce");
       },
-      [&] {
+      [this, &tensor, op] {
         if (tensor.numel() == 0) return do_barrier();
         do_all_reduce(tensor, op);
       });
 }
 
-void ProcessGroup::broadcast(Tensor& tensor, int src) {
-  run(
-      {.name = "broadcast", .tensor = &tensor, .peer_role = "src", .peer = src},
+Work ProcessGroup::broadcast(Tensor& tensor, int src, CallOptions options) {
+  return dispatch(
+      options, {.name = "broadcast", .tensor = &tensor, .peer_role = "src", .peer = src},
       [&] {
         check_rank(src, size_, "src");
         check_tensor(tensor, "broadcast");
       },
-      [&] {
+      [this, &tensor, src] {
         if (tensor.numel() == 0) return do_barrier();
         do_broadcast(tensor, src);
       });
 }
 
-void ProcessGroup::barrier() {
-  run(
-      {.name = "barrier"}, [] {}, [&] { do_barrier(); });
+Work ProcessGroup::barrier(CallOptions options) {
+  return dispatch(
+      options, {.name = "barrier"}, [] {}, [this] { do_barrier(); });
 }
 
-void ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  run(
-      {.name = "all_gather", .tensor = &input}, [&] { check_tensor(input, "all_gather"); },
-      [&] {
+Work ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                              CallOptions options) {
+  return dispatch(
+      options, {.name = "all_gather", .tensor = &input}, [&] { check_tensor(input, "all_gather"); },
+      [this, &outputs, &input] {
         if (input.numel() > 0) return do_all_gather(outputs, input);
         outputs = empty_per_rank(input, size_);
         do_barrier();
       });
 }
 
-void ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
-  run(
-      {.name = "reduce_scatter", .tensor = &output, .op = op},
+Work ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                  CallOptions options) {
+  return dispatch(
+      options, {.name = "reduce_scatter", .tensor = &output, .op = op},
       [&] {
         check_op_fits(op, output.dtype());
         check_op(op);
@@ -235,10 +250,26 @@ void ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inp
         check_one_per_rank("reduce_scatter", &inputs, output, size_);
         for (const Tensor& in : inputs) check_tensor(in, "reduce_scatter");
       },
-      [&] {
+      [this, &output, &inputs, op] {
         if (output.numel() == 0) return do_barrier();
         do_reduce_scatter(output, inputs, op);
       });
+}
+
+void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  all_reduce(tensor, op, CallOptions{}).wait();
+}
+void ProcessGroup::broadcast(Tensor& tensor, int src) {
+  broadcast(tensor, src, CallOptions{}).wait();
+}
+void ProcessGroup::barrier() {
+  barrier(CallOptions{}).wait();
+}
+void ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  all_gather(outputs, input, CallOptions{}).wait();
+}
+void ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  reduce_scatter(output, inputs, op, CallOptions{}).wait();
 }
 
 void ProcessGroup::gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) {

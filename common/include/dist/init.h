@@ -113,6 +113,17 @@ void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src = 0);
 void send(const Tensor& tensor, int dst, int tag = 0);
 void recv(Tensor& tensor, int src, int tag = 0);
 
+// torch's async_op=True on the default group: with {.async_op = true} the call returns at once
+// with a Work to wait() on (dist/process_group.h says what it promises); without, it is the call
+// above. Chapter 04 shows an all_reduce that overlaps with computation.
+[[nodiscard]] Work all_reduce(Tensor& tensor, ReduceOp op, CallOptions options);
+[[nodiscard]] Work broadcast(Tensor& tensor, int src, CallOptions options);
+[[nodiscard]] Work barrier(CallOptions options);
+[[nodiscard]] Work all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                              CallOptions options);
+[[nodiscard]] Work reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                  CallOptions options);
+
 // torch.distributed.new_group() over every rank: a second, independent group with the default
 // group's ranks, backend and timeout, and connections of its own. A collective: every rank calls
 // it, in the same order. Two groups let two threads run collectives at the same time without

@@ -46,6 +46,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,44 @@ namespace dist {
 // The reduction applied by all_reduce and reduce_scatter, named as in torch.distributed.ReduceOp.
 enum class ReduceOp { SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR };
 const char* reduce_op_name(ReduceOp op);  // "SUM", ...
+
+// torch's async_op=True: the call returns at once with a Work, and runs behind the caller on the
+// group's communication thread, in the order it was made; wait() blocks until it has finished.
+//
+//   dist::Work w = dist::all_reduce(grad, dist::ReduceOp::SUM, {.async_op = true});
+//   compute_something_else();           // overlaps with the all_reduce
+//   w.wait();                           // now `grad` holds the sum (or the call's error is thrown)
+//
+// The tensors must live, and stay untouched, until wait() returns: the call reads and writes
+// them meanwhile. A Work waits for its call when it is destroyed, so dropping one is safe. A
+// call made without async_op waits for every earlier asynchronous call of the group first, so
+// calls never overtake each other. Arguments are checked at once; a failure of the call itself
+// (a peer that died, a timeout) is thrown by wait().
+struct CallOptions {
+  bool async_op = false;
+};
+
+class Work {
+ public:
+  Work() = default;  // a call that has finished: what a call without async_op returns
+  ~Work();
+  Work(Work&&) noexcept = default;
+  Work& operator=(Work&&) noexcept;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the call has finished; throws its error if it failed (once).
+  void wait();
+  // True once the call has finished, well or not; never blocks.
+  bool is_completed() const;
+
+  struct State;  // shared with the communication thread
+
+ private:
+  friend class ProcessGroup;
+  explicit Work(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
 
 class ProcessGroup {
  public:
@@ -89,6 +128,15 @@ class ProcessGroup {
   // Point to point: a send must meet a recv with the same tag, size and dtype.
   void send(const Tensor& tensor, int dst, int tag);
   void recv(Tensor& tensor, int src, int tag);
+
+  // The same collectives with CallOptions: {.async_op = true} returns at once (see Work).
+  [[nodiscard]] Work all_reduce(Tensor& tensor, ReduceOp op, CallOptions options);
+  [[nodiscard]] Work broadcast(Tensor& tensor, int src, CallOptions options);
+  [[nodiscard]] Work barrier(CallOptions options);
+  [[nodiscard]] Work all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                CallOptions options);
+  [[nodiscard]] Work reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                    CallOptions options);
 
   // One call, as messages name it. Collectives are numbered 1, 2, ... in the order this rank
   // makes them, the same on every rank that makes the same calls; send and recv are not
@@ -151,10 +199,21 @@ class ProcessGroup {
   // timeout, even when the program catches the error and goes on.
   virtual void close() noexcept = 0;
 
+  // Every backend's destructor calls this first: it lets the asynchronous calls still queued
+  // finish (each ends by the group's timeout at the latest) and stops the communication thread,
+  // which must not run a do_*() of a backend that is being destroyed.
+  void stop_async() noexcept;
+
  private:
   template <typename Validate, typename Body>
   void run(Call call, Validate&& validate, Body&& body);
+  template <typename Validate, typename Body>
+  Work dispatch(CallOptions options, const Call& call, Validate&& validate, Body&& body);
   void close_after(const std::string& error);
+  // The communication thread (work.cpp), started by the first asynchronous call.
+  class AsyncQueue;
+  Work submit(std::function<void()> call);
+  void wait_for_async();
 
   int rank_;
   int size_;
@@ -165,6 +224,7 @@ class ProcessGroup {
   std::unique_ptr<CallChecker> checker_;
   bool transferring_ = false;  // the current call has said begin_transfer()
   std::string closed_;         // why the group was closed; empty while it is usable
+  std::unique_ptr<AsyncQueue> async_;
 };
 
 }  // namespace dist

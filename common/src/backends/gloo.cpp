@@ -140,6 +140,7 @@ class ProcessGroupGloo : public ProcessGroup {
       : ProcessGroup(rank, size, "gloo", timeout),
         context_(std::move(context)),
         mesh_(std::move(mesh)) {}
+  ~ProcessGroupGloo() override { stop_async(); }
 
  protected:
   // ---- On the synchronous mesh ----

@@ -205,6 +205,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   }
 
   ~ProcessGroupNCCL() override {
+    stop_async();  // the communication thread's calls, if any, finish first
     const bool clean = cudaPeekAtLastError() == cudaSuccess;  // see the end
     // connect() made device_ current for this thread, and the program's kernels run there: stay.
     cudaSetDevice(device_);

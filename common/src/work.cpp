@@ -1,0 +1,149 @@
+// Asynchronous calls (dist/process_group.h, async_op): Work, and the group's communication thread.
+//
+// One thread per group, started by the group's first asynchronous call, runs the queued calls in
+// the order they were made; a call made without async_op first waits until the queue is empty,
+// so a group's calls still run one at a time, in program order, on every rank. That is what lets
+// the ranks agree on each call's number, and what NCCL needs (one thread issuing at a time).
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "dist/check.h"
+#include "dist/process_group.h"
+
+namespace dist {
+
+// What a Work and the communication thread share: whether the call has finished, and how.
+struct Work::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+Work::~Work() {
+  if (state_ == nullptr) return;
+  std::unique_lock lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });  // ends by the group's timeout at most
+}
+
+Work& Work::operator=(Work&& other) noexcept {
+  if (this != &other) {
+    Work finished_before(std::move(*this));  // waits for the call this Work was holding
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void Work::wait() {
+  if (state_ == nullptr) return;
+  std::unique_lock lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  if (state_->error != nullptr) std::rethrow_exception(std::exchange(state_->error, nullptr));
+}
+
+bool Work::is_completed() const {
+  if (state_ == nullptr) return true;
+  std::lock_guard lock(state_->mu);
+  return state_->done;
+}
+
+class ProcessGroup::AsyncQueue {
+ public:
+  AsyncQueue() : thread_([this] { serve(); }) {}
+  ~AsyncQueue() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // the calls still queued run first: their Works are waiting for them
+  }
+
+  std::shared_ptr<Work::State> push(std::function<void()> call) {
+    auto state = std::make_shared<Work::State>();
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back({std::move(call), state});
+      ++pending_;
+    }
+    cv_.notify_all();
+    return state;
+  }
+
+  // Until every call queued so far has finished.
+  void drain() {
+    std::unique_lock lock(mu_);
+    idle_.wait(lock, [&] { return pending_ == 0; });
+  }
+
+  bool on_this_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  struct Item {
+    std::function<void()> call;
+    std::shared_ptr<Work::State> state;
+  };
+
+  void serve() {
+    for (;;) {
+      Item item;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and nothing left
+        item = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        item.call();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(item.state->mu);
+        item.state->error = error;
+        item.state->done = true;
+      }
+      item.state->cv.notify_all();
+      {
+        std::lock_guard lock(mu_);
+        --pending_;
+      }
+      idle_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<Item> queue_;
+  int pending_ = 0;  // queued or running
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts serving once everything above exists
+};
+
+// Here, beside AsyncQueue, so that the group's unique_ptr to it can be made and destroyed.
+ProcessGroup::ProcessGroup(int rank, int size, std::string backend,
+                           std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), backend_(std::move(backend)), timeout_(timeout) {}
+
+ProcessGroup::~ProcessGroup() = default;  // the backend's destructor has stopped the thread
+
+Work ProcessGroup::submit(std::function<void()> call) {
+  if (async_ == nullptr) async_ = std::make_unique<AsyncQueue>();
+  return Work(async_->push(std::move(call)));
+}
+
+void ProcessGroup::wait_for_async() {
+  if (async_ != nullptr && !async_->on_this_thread()) async_->drain();
+}
+
+void ProcessGroup::stop_async() noexcept {
+  async_.reset();
+}
+
+}  // namespace dist
