@@ -1,9 +1,11 @@
 // dist/ddp.h: DistributedDataParallel (chapter 08).
 #include "dist/ddp.h"
 
+#include <map>
 #include <string>
 #include <utility>
 
+#include "backends/common.h"
 #include "dist/check.h"
 #include "dist/init.h"
 #include "util/fnv1a.h"
@@ -78,6 +80,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> paramet
   // Promise 1: every replica starts from rank 0's parameters.
   for (Parameter* p : parameters_) group.broadcast(p->data, 0);
   // --8<-- [end:broadcast]
+  copy_rank0_buffers();  // and from rank 0's buffers, as torch syncs the whole module state
 
   // Buckets, last parameter first: the order in which backward produces the gradients.
   const auto cap = static_cast<std::int64_t>(options_.bucket_cap_mb * 1024 * 1024 / 4);
@@ -114,6 +117,31 @@ DistributedDataParallel::~DistributedDataParallel() {
     thread_.join();  // an all_reduce in flight ends by its group's timeout at the latest
   }
   comm_.reset();
+}
+
+// Rank 0's buffers to every rank: one broadcast per dtype (torch coalesces them too).
+void DistributedDataParallel::copy_rank0_buffers() {
+  std::map<DType, std::vector<Tensor*>> by_dtype;
+  for (Tensor* b : options_.buffers) {
+    if (b->numel() > 0) by_dtype[b->dtype()].push_back(b);
+  }
+  for (auto& [dtype, tensors] : by_dtype) {
+    std::vector<Tensor> parts;
+    for (const Tensor* t : tensors) parts.push_back(*t);
+    Tensor flat = backends::concatenate(parts, tensors.front()->device());
+    default_group().broadcast(flat, 0);
+    std::int64_t at = 0;
+    for (Tensor* t : tensors) {
+      t->copy_(flat.slice(at, t->numel()));
+      at += t->numel();
+    }
+  }
+}
+
+void DistributedDataParallel::before_forward(bool training) {
+  check_usable();
+  if (options_.broadcast_buffers && sync_buffers_next_) copy_rank0_buffers();
+  sync_buffers_next_ = training && no_sync_depth_ == 0;
 }
 
 void DistributedDataParallel::check_usable() const {

@@ -230,6 +230,60 @@ TEST(Ddp, UnderDebugDetailTheGradientThreadNeverWaitsBehindTheMainThread) {
       {.env = {{"DIST_DEBUG", "DETAIL"}}, .deadline = 90s}));
 }
 
+// Buffers (BatchNorm's running statistics): rank 0's everywhere at construction; with
+// broadcast_buffers, again before a training forward, but, as torch 1.13 decides with
+// require_forward_param_sync, only when the forward before it was a training forward outside
+// no_sync(). Each rank's buffers drift to rank + step between forwards; after a copy every rank
+// holds rank 0's value, 0 + step. tests/parity/ddp_buffers.py asserts the same of torch's DDP.
+TEST_P(DdpWorlds, BroadcastBuffersCopiesRankZerosBuffersBeforeTrainingForwardsAsTorchDoes) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 30s}, [](int rank) {
+    dist::Linear model(1, 1, {{1}, {0}});
+    dist::Tensor mean = dist::full(3, 10.0 * rank), count = dist::full(1, 5.0 * rank);
+    std::string log;
+    const auto holds = [&](double m, double c, const char* when) {
+      const bool ok = mean.equal(dist::full(3, m)) && count.equal(dist::full(1, c));
+      if (!ok) log += std::string(when) + "; ";
+      return ok;
+    };
+    const auto drift = [&](double step) {  // what this rank's own forward would do to them
+      mean.fill_(rank + step);
+      count.fill_(rank + step);
+    };
+    dist::DistributedDataParallel ddp(model.parameters(), {.buffers = {&mean, &count}});
+    bool ok = holds(0, 0, "construction copies rank 0's");
+    drift(1);
+    ddp.before_forward();  // the first forward: copies
+    ok = holds(1, 1, "the first training forward copies") && ok;
+    drift(2);
+    ddp.before_forward(/*training=*/false);  // the last forward trained: copies, then none
+    ok = holds(2, 2, "the first evaluation forward copies") && ok;
+    drift(3);
+    ddp.before_forward(false);
+    ok = holds(rank + 3, rank + 3, "a second evaluation forward does not") && ok;
+    drift(4);
+    ddp.before_forward();  // after an evaluation forward: no copy, as torch
+    ok = holds(rank + 4, rank + 4, "the training forward after evaluation does not") && ok;
+    drift(5);
+    {
+      auto local = ddp.no_sync();
+      ddp.before_forward();  // the last one trained: copies; inside no_sync, the next will not
+      ok = holds(5, 5, "a no_sync forward after a training one copies") && ok;
+      drift(6);
+      ddp.before_forward();
+      ok = holds(rank + 6, rank + 6, "the next no_sync forward does not") && ok;
+    }
+    dist::DistributedDataParallel off(model.parameters(),
+                                      {.buffers = {&mean, &count}, .broadcast_buffers = false});
+    ok = holds(6, 6, "construction copies rank 0's with broadcast_buffers=false too") && ok;
+    drift(7);
+    off.before_forward();
+    ok = holds(rank + 7, rank + 7, "broadcast_buffers=false never copies after construction") && ok;
+    if (!ok) std::printf("rank %d: %s\n", rank, log.c_str());
+    return ok ? 0 : 1;
+  }));
+}
+
 // no_sync for two micro-batches, then a synchronised one: the average of the three summed.
 TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
   const int world = GetParam();

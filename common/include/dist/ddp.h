@@ -63,6 +63,12 @@ struct DdpOptions {
   // all_reduce buckets on a thread of their own, during backward (world_size > 1 only).
   bool overlap = true;
   Timeline* timeline = nullptr;  // records each bucket's all_reduce, if given; not owned
+  // The model's buffers (BatchNorm's running statistics): state that is not trained, so DDP
+  // never averages it. Rank 0's are copied to every rank at construction, as torch copies the
+  // module's buffers with its parameters, and, with broadcast_buffers (torch's default), again
+  // before every training forward: see before_forward(). Not owned.
+  std::vector<Tensor*> buffers;
+  bool broadcast_buffers = true;
 };
 
 class DistributedDataParallel {
@@ -81,6 +87,14 @@ class DistributedDataParallel {
   // Waits for every bucket and writes the averages back into the grads. Every parameter must
   // have been marked ready. Within no_sync() both calls do nothing.
   void finish_gradient_sync();
+  // What torch's DDP.forward does before it runs the module, to call before each forward through
+  // the model (`training`: a forward whose gradients backward will use, torch's
+  // is_grad_enabled()): with broadcast_buffers, rank 0's buffers are copied to every rank, so
+  // every replica normalises with the same running statistics. As in torch 1.13, the copy is
+  // made only when the previous forward was a training forward outside no_sync() (or there was
+  // none yet): a run of evaluation forwards, or of accumulation steps, copies once. A collective
+  // whenever it copies: every rank must call it alike.
+  void before_forward(bool training = true);
   // grads_ready(every parameter), then finish_gradient_sync(): the loop of chapter 08.
   // Once a gradient all_reduce has failed, all three throw dist::Error: the replicas may no
   // longer be equal, so destroy this object and the process group.
@@ -114,6 +128,7 @@ class DistributedDataParallel {
   // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the
   // step's gradients are only partly averaged, so no later step may build on them.
   void check_usable() const;
+  void copy_rank0_buffers();
   void launch_ready_buckets();
   void all_reduce_bucket(std::size_t b, ProcessGroup& group);
   void worker();
@@ -127,7 +142,8 @@ class DistributedDataParallel {
   std::vector<std::int64_t> offset_of_;  // parameter index -> offset in its bucket
   std::unordered_map<const Parameter*, std::size_t> index_of_;
   int no_sync_depth_ = 0;
-  bool failed_ = false;  // a gradient all_reduce failed (see check_usable)
+  bool sync_buffers_next_ = true;  // torch's require_forward_param_sync
+  bool failed_ = false;            // a gradient all_reduce failed (see check_usable)
 
   // This step's progress.
   std::vector<bool> ready_;
