@@ -356,4 +356,47 @@ std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuff
 }
 // --8<-- [end:make_data_sampler]
 
+IterationBasedBatchSampler::IterationBasedBatchSampler(Sampler& sampler, std::int64_t batch_size,
+                                                       std::int64_t num_iterations,
+                                                       std::int64_t start_iter)
+    : sampler_(sampler),
+      batch_size_(batch_size),
+      num_iterations_(num_iterations),
+      start_iter_(start_iter) {
+  if (batch_size < 1) {
+    throw ConfigError("IterationBasedBatchSampler: batch_size must be positive, got " +
+                      std::to_string(batch_size));
+  }
+  if (start_iter < 0 || num_iterations < start_iter) {
+    throw ConfigError("IterationBasedBatchSampler: want 0 <= start_iter <= num_iterations, got " +
+                      std::to_string(start_iter) + " and " + std::to_string(num_iterations));
+  }
+}
+
+std::vector<std::vector<std::int64_t>> IterationBasedBatchSampler::batches() {
+  auto* distributed = dynamic_cast<DistributedSampler*>(&sampler_);
+  const BatchSampler pass(sampler_, batch_size_, /*drop_last=*/false);
+  std::vector<std::vector<std::int64_t>> out;
+  std::int64_t iteration = start_iter_;
+  // The original loops while iteration <= num_iterations; a pass that reaches num_iterations
+  // exactly is followed by one more set_epoch and a pass that yields nothing. The same here, so
+  // that the sampler ends in the same state.
+  while (iteration <= num_iterations_) {
+    if (distributed != nullptr) distributed->set_epoch(iteration);
+    const std::vector<std::vector<std::int64_t>> batches = pass.batches();
+    if (batches.empty()) {
+      // The original would loop for ever here.
+      throw ConfigError(
+          "IterationBasedBatchSampler: the sampler yields no batch (an empty "
+          "dataset, or this rank's shard is empty), so iteration " +
+          std::to_string(num_iterations_) + " would never come");
+    }
+    for (const auto& batch : batches) {
+      if (++iteration > num_iterations_) break;
+      out.push_back(batch);
+    }
+  }
+  return out;
+}
+
 }  // namespace dist

@@ -5,6 +5,9 @@
 //   sequential N
 //   distributed N W RANK SHUFFLE SEED EPOCH DROP_LAST
 //   batch N W RANK SHUFFLE SEED EPOCH DROP_LAST BATCH_SIZE BATCH_DROP_LAST
+//   iteration N W RANK SHUFFLE SEED BATCH_SIZE NUM_ITERATIONS START_ITER
+//     (an IterationBasedBatchSampler over a DistributedSampler; the line ends with
+//     " epoch:E", the sampler's epoch afterwards)
 //   random N REPLACEMENT NUM_SAMPLES GEN PASSES
 //   subset GEN PASSES I0 I1 ...
 //   weighted NUM_SAMPLES REPLACEMENT GEN PASSES W0 W1 ...
@@ -103,6 +106,19 @@ std::string run_case(const std::string& line) {
     const auto all = batches.batches();
     for (std::size_t b = 0; b < all.size(); ++b) text += (b ? "," : "") + join(all[b]);
     return text;
+  }
+  if (kind == "iteration") {
+    const auto n = next<std::int64_t>(in);
+    const auto w = next<int>(in), rank = next<int>(in), shuffle = next<int>(in);
+    const auto seed = next<std::int64_t>(in), batch_size = next<std::int64_t>(in);
+    const auto num_iterations = next<std::int64_t>(in), start_iter = next<std::int64_t>(in);
+    dist::DistributedSampler sampler(
+        n, {.num_replicas = w, .rank = rank, .shuffle = shuffle != 0, .seed = seed});
+    dist::IterationBasedBatchSampler iterations(sampler, batch_size, num_iterations, start_iter);
+    std::string text = "len:" + std::to_string(iterations.size()) + " ";
+    const auto all = iterations.batches();
+    for (std::size_t b = 0; b < all.size(); ++b) text += (b ? "," : "") + join(all[b]);
+    return text + " epoch:" + std::to_string(sampler.epoch());
   }
   if (kind == "random") {
     const auto n = next<std::int64_t>(in);

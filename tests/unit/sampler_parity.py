@@ -5,7 +5,7 @@ Usage: /usr/bin/python3 tests/unit/sampler_parity.py path/to/sampler_driver
 
 Builds thousands of deterministic cases (DistributedSampler for dataset sizes 0 to 1,000,003,
 world sizes 1 to 8, every rank, shuffle and drop_last on and off, several seeds and epochs;
-BatchSampler over it; torch.randperm; RandomSampler, SubsetRandomSampler and
+BatchSampler over it; the iteration-based batch sampler of post D's make_batch_data_sampler; torch.randperm; RandomSampler, SubsetRandomSampler and
 WeightedRandomSampler with an explicit generator and with the default one), feeds them to the C++
 driver (tests/unit/sampler_driver.cpp, which documents the case format) and compares each of its
 output lines with what torch.utils.data computes for the same case. No process group is needed:
@@ -50,6 +50,32 @@ def distributed(n, w, rank, shuffle, seed, epoch, drop_last):
     return sampler
 
 
+class IterationBasedBatchSampler:
+    """The iteration-based batch sampler post D's make_batch_data_sampler wraps its batches in
+    (maskrcnn-benchmark's), written again here from its published behaviour: passes of the batch
+    sampler chained while iteration <= num_iterations, set_epoch(iteration) before each pass on a
+    sampler that has it, and a batch yielded for each iteration start_iter + 1 .. num_iterations."""
+
+    def __init__(self, batch_sampler, num_iterations, start_iter=0):
+        self.batch_sampler = batch_sampler
+        self.num_iterations = num_iterations
+        self.start_iter = start_iter
+
+    def __iter__(self):
+        iteration = self.start_iter
+        while iteration <= self.num_iterations:
+            if hasattr(self.batch_sampler.sampler, "set_epoch"):
+                self.batch_sampler.sampler.set_epoch(iteration)
+            for batch in self.batch_sampler:
+                iteration += 1
+                if iteration > self.num_iterations:
+                    break
+                yield batch
+
+    def __len__(self):
+        return self.num_iterations
+
+
 def expected(case):
     kind, *args = case
     if kind == "randperm":
@@ -64,6 +90,14 @@ def expected(case):
     if kind == "batch":
         batches = BatchSampler(distributed(*args[:7]), args[7], bool(args[8]))
         return f"len:{len(batches)} " + ",".join(join(b) for b in batches)
+    if kind == "iteration":
+        n, w, rank, shuffle, seed, batch_size, num_iterations, start_iter = args
+        sampler = DistributedSampler(range(n), num_replicas=w, rank=rank, shuffle=bool(shuffle),
+                                     seed=seed)
+        batches = IterationBasedBatchSampler(BatchSampler(sampler, batch_size, False),
+                                             num_iterations, start_iter)
+        return (f"len:{len(batches)} " + ",".join(join(b) for b in batches) +
+                f" epoch:{sampler.epoch}")
     if kind == "random":
         n, replacement, num_samples, gen, count = args
         sampler = RandomSampler(range(n), replacement=bool(replacement),
@@ -118,6 +152,20 @@ def batch_cases():
     return cases
 
 
+def iteration_cases():
+    """Passes that end exactly at num_iterations and past it; resuming mid-pass and at a pass's
+    start; shards of 1 to 3 batches."""
+    cases = []
+    for n in (5, 10, 11, 16):
+        for w in (1, 2, 3):
+            for batch_size in (1, 2, 3, 4):
+                for num_iterations, start_iter in ((0, 0), (1, 0), (6, 0), (7, 0), (12, 0),
+                                                   (12, 5), (12, 6), (12, 12), (25, 13)):
+                    cases += [("iteration", n, w, r, shuffle, 7, batch_size, num_iterations,
+                               start_iter) for r in range(w) for shuffle in (0, 1)]
+    return cases
+
+
 def random_sampler_cases():
     cases = []
     for n in [1, 2, 5, 10, 33, 100]:
@@ -166,7 +214,7 @@ def all_cases():
              for n in (0, 1, 2, 3, 7, 10, 100, 1000, 65537)]
     cases += [("randperm", 2024, 1_000_003)]
     cases += [("sequential", n) for n in (0, 1, 5, 100)]
-    cases += distributed_cases() + batch_cases() + random_sampler_cases()
+    cases += distributed_cases() + batch_cases() + iteration_cases() + random_sampler_cases()
     cases += subset_cases(rng) + weighted_cases(rng)
     return cases
 

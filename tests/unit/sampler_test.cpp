@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "dist/check.h"
+
 namespace {
 
 using Indices = std::vector<std::int64_t>;
@@ -277,6 +279,43 @@ TEST(BatchSampler, KeepsASharedSamplerAlive) {
   const dist::BatchSampler batches(dist::make_data_sampler(7, false, false), 3, false);
   EXPECT_EQ(batches.batches(), (std::vector<std::vector<std::int64_t>>{{0, 1, 2}, {3, 4, 5}, {6}}));
   EXPECT_EQ(batches.size(), 3);
+}
+
+// ---- IterationBasedBatchSampler (post D's make_batch_data_sampler with num_iters) -------------
+
+// 10 samples, 1 rank, batches of 2: a pass is 5 iterations. The uninterrupted run seeds its passes
+// with set_epoch(0), (5), (10); a run resumed at iteration 5, where a pass begins, sees the same
+// batches from there on, and one resumed at 3 does not: its first pass is seeded with 3.
+TEST(IterationBasedBatchSampler, ResumingReplaysTheRunOnlyWhereAPassBegan) {
+  const auto run = [](std::int64_t start_iter) {
+    dist::DistributedSampler sampler(10, {.num_replicas = 1, .rank = 0, .seed = 4});
+    return dist::IterationBasedBatchSampler(sampler, 2, 12, start_iter).batches();
+  };
+  const auto whole = run(0);
+  ASSERT_EQ(whole.size(), 12u);
+  const std::vector<Indices> tail(whole.begin() + 5, whole.end());
+  EXPECT_EQ(run(5), tail);
+  const auto resumed_mid_pass = run(3);
+  ASSERT_EQ(resumed_mid_pass.size(), 9u);
+  EXPECT_NE(resumed_mid_pass, std::vector<Indices>(whole.begin() + 3, whole.end()));
+  // Its first batch is the first of the order seeded with epoch 3.
+  dist::DistributedSampler epoch3(10, {.num_replicas = 1, .rank = 0, .seed = 4});
+  epoch3.set_epoch(3);
+  const Indices order = epoch3.indices();
+  EXPECT_EQ(resumed_mid_pass.front(), Indices(order.begin(), order.begin() + 2));
+}
+
+TEST(IterationBasedBatchSampler, AnEmptyShardIsAnErrorNotAnEndlessLoop) {
+  dist::SequentialSampler empty(0);
+  dist::IterationBasedBatchSampler iterations(empty, 4, 10);
+  try {
+    iterations.batches();
+    FAIL() << "expected a ConfigError";
+  } catch (const dist::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("iteration 10 would never come"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(dist::IterationBasedBatchSampler(empty, 4, 0).size(), 0);
 }
 
 }  // namespace

@@ -199,4 +199,33 @@ class BatchSampler {
 std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
                                            bool distributed);
 
+// Iteration-based training (a fixed number of steps, not epochs), as post D's
+// make_batch_data_sampler(dataset, sampler, aspect_grouping, images_per_gpu, num_iters,
+// start_iter) does it with maskrcnn-benchmark's IterationBasedBatchSampler: batches of
+// `batch_size` (the last of a pass shorter, drop_last off) from passes of `sampler` chained until
+// iteration `num_iterations`, starting after iteration `start_iter`. Before each pass, a
+// DistributedSampler is given set_epoch(the iteration the pass starts at): the iteration number,
+// not an epoch count.
+//
+// What that means for resuming: with start_iter = k the first pass starts a new order seeded
+// with k, so a run resumed at iteration k does not see the batches the uninterrupted run saw
+// from k on (unless k fell exactly where a pass began). Chapter 07 shows the difference.
+class IterationBasedBatchSampler {
+ public:
+  // `sampler` must outlive this object; set_epoch is called on it if it is a DistributedSampler.
+  IterationBasedBatchSampler(Sampler& sampler, std::int64_t batch_size, std::int64_t num_iterations,
+                             std::int64_t start_iter = 0);
+
+  // The batches of iterations start_iter + 1 .. num_iterations, in order.
+  std::vector<std::vector<std::int64_t>> batches();
+  // len(): num_iterations, as the original says, whatever start_iter is.
+  std::int64_t size() const { return num_iterations_; }
+
+ private:
+  Sampler& sampler_;
+  std::int64_t batch_size_;
+  std::int64_t num_iterations_;
+  std::int64_t start_iter_;
+};
+
 }  // namespace dist
