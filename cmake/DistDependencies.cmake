@@ -46,6 +46,21 @@ else()
   dist_report(FALSE "PyTorch" "parity tests are skipped" "sudo apt-get install python3-torch")
 endif()
 
+# torchvision: post A's ResNet50 script, made right (chapters/09_ddp_classifier/fixed.py), runs
+# on its FakeData in a test.
+execute_process(
+  COMMAND ${DIST_PYTHON} -c "import torchvision; print(torchvision.__version__)"
+  OUTPUT_VARIABLE _dist_torchvision_version OUTPUT_STRIP_TRAILING_WHITESPACE
+  RESULT_VARIABLE _dist_torchvision_rc ERROR_QUIET)
+if(DIST_HAVE_TORCH AND _dist_torchvision_rc EQUAL 0)
+  set(DIST_HAVE_TORCHVISION ON CACHE INTERNAL "")
+  dist_report(TRUE "torchvision ${_dist_torchvision_version}" "post A's script, fixed, runs" "")
+else()
+  set(DIST_HAVE_TORCHVISION OFF CACHE INTERNAL "")
+  dist_report(FALSE "torchvision" "post A's fixed script is not run"
+              "sudo apt-get install python3-torchvision")
+endif()
+
 # Chapter 09 reads Fashion-MNIST from Debian's dataset-fashion-mnist, gzip-compressed (zlib).
 find_package(ZLIB QUIET)
 set(DIST_FASHION_MNIST /usr/share/datasets/fashion-mnist)
