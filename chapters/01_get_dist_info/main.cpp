@@ -5,7 +5,7 @@
 // 000 asks with get_dist_info(), which it calls a PyTorch function; it is mmcv's, a small helper
 // over torch.distributed that answers rank 0 of 1 when no process group exists. This chapter asks
 // every one of those questions before init_process_group, after it, and after
-// destroy_process_group (the seed's torch.distributed.finalize() does not exist), and checks each
+// destroy_process_group (post A's torch.distributed.finalize() does not exist), and checks each
 // answer against what the launcher said.
 //
 // You will learn: get_dist_info() and its friends is_initialized(), get_rank(), get_world_size(),
@@ -28,7 +28,7 @@
 
 namespace {
 
-// The pair mmcv's get_dist_info() returns, printed as a reader of the seed would expect it.
+// The pair mmcv's get_dist_info() returns, printed as a reader of post A would expect it.
 std::string rank_and_world(const dist::DistInfo& info) {
   return "(rank " + std::to_string(info.rank) + ", world_size " + std::to_string(info.world_size) +
          ")";
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
 
     // --8<-- [start:step6_7_verdict]
     // ---- Step 6: one verdict for the job, then leave the group (torch: destroy_process_group();
-    // seed 000's torch.distributed.finalize() does not exist). The verdict is an all_reduce with
+    // post A's torch.distributed.finalize() does not exist). The verdict is an all_reduce with
     // MIN of a 0/1 flag: 1 only if every rank's checks held. Later chapters call this
     // dist::all_ranks_ok(ok).
     dist::Tensor all_ok = dist::full(1, ok ? 1 : 0, dist::kInt32, dist::get_device());

@@ -1,11 +1,11 @@
-"""Chapter 01's twin: the same lesson with PyTorch (gloo), as a reader of seed 000 would write it.
+"""Chapter 01's twin: the same lesson with PyTorch (gloo), as a reader of post A would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py
 It prints the same lines as ch01_get_dist_info; tests/chapters/chapter_check.py parity compares them.
 
-Seed 000 calls get_dist_info() a PyTorch function. It is mmcv's (mmcv.runner.get_dist_info, now
+Post A calls get_dist_info() a PyTorch function. It is mmcv's (mmcv.runner.get_dist_info, now
 mmengine.dist.get_dist_info), and it returns only (rank, world_size); it is defined below as mmcv
 defines it. torch 1.13 has no get_local_rank(): LOCAL_RANK comes from the launcher's environment.
 """
@@ -89,7 +89,7 @@ def main():
         out(f"the job: {world} {'rank' if world == 1 else 'ranks'} on {machines} "
             f"{'machine' if machines == 1 else 'machines'}, {local_world} per machine")
 
-    # Step 6: one verdict, then leave the group. (Seed 000 calls torch.distributed.finalize():
+    # Step 6: one verdict, then leave the group. (Post A calls torch.distributed.finalize():
     # there is no such function.)
     verdict = torch.tensor([1 if ok else 0], dtype=torch.int32)
     dist.all_reduce(verdict, op=dist.ReduceOp.MIN)

@@ -1,7 +1,7 @@
 // Chapter 02 — init methods: where rank and world_size come from, and where ranks meet.
 //
 // init_process_group needs three answers: this process's rank, the world_size, and a place where
-// all ranks can meet (the rendezvous). Seed 001 gets them from environment variables, then from
+// all ranks can meet (the rendezvous). Post B gets them from environment variables, then from
 // explicit arguments, then from both at once, where WORLD_SIZE=2 in the environment loses to
 // world_size=1 in the call. This program does each of those in turn, in one run, then meets
 // through a tcp:// URL and a file:// path, and prints which source won each time. It initialises

@@ -1,4 +1,4 @@
-"""Chapter 02's twin: the same five initialisations with PyTorch (gloo), as seed 001 writes them.
+"""Chapter 02's twin: the same five initialisations with PyTorch (gloo), as post B writes them.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py

@@ -24,16 +24,16 @@ inline void add_meeting_flags(dist::Cli& cli, MeetingPoint& meet, const std::str
 }
 
 // --8<-- [start:set_master]
-// Like the seed's os.environ['MASTER_PORT'] = '29501', except that it does not overwrite: a flag
-// wins, then a variable already in the environment, then the seed's 127.0.0.1:29501. Returns
+// Like post B's os.environ['MASTER_PORT'] = '29501', except that it does not overwrite: a flag
+// wins, then a variable already in the environment, then post B's 127.0.0.1:29501. Returns
 // "ADDR:PORT".
 inline std::string set_master(const MeetingPoint& meet) {
   if (!meet.port.empty()) dist::parse_int("--master-port", meet.port, 1, 65535);  // validate
-  const auto choose = [](const char* name, const std::string& flag, const char* seed_value) {
+  const auto choose = [](const char* name, const std::string& flag, const char* post_value) {
     if (!flag.empty()) {
       ::setenv(name, flag.c_str(), 1);
-    } else if (!dist::env_value(name)) {  // unset or empty: the seed's value
-      ::setenv(name, seed_value, 1);
+    } else if (!dist::env_value(name)) {  // unset or empty: post B's value
+      ::setenv(name, post_value, 1);
     }
   };
   choose("MASTER_ADDR", meet.addr, "127.0.0.1");

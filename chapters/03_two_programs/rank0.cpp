@@ -1,9 +1,9 @@
 // Chapter 03 — two programs, part 1 of 2: rank 0, which takes its rank from arguments.
 //
-// Seed 001 ends with a world of two processes and no launcher: two scripts, try_rank0.py and
+// Post B ends with a world of two processes and no launcher: two scripts, try_rank0.py and
 // try_rank1.py, run by hand in two terminals. This is try_rank0.py. It sets MASTER_ADDR and
 // MASTER_PORT itself and passes rank=0, world_size=2 to init_process_group; its partner,
-// ch03_rank1 (rank1.cpp), puts RANK=1 and WORLD_SIZE=2 in its environment instead. The seed says
+// ch03_rank1 (rank1.cpp), puts RANK=1 and WORLD_SIZE=2 in its environment instead. Post B says
 // "start rank 0 first". That is not needed, here or in PyTorch: rank 0 hosts the store and waits
 // for rank 1; rank 1, started first, retries connecting until rank 0 is there. Either waits at
 // most --timeout seconds, then says who never came.
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     // --8<-- [start:step0_flags]
     // ---- Step 0: flags: the shared ones, and where to meet
     dist::Cli cli("ch03_rank0",
-                  "Rank 0 of seed 001's two-program world (try_rank0.py): start it and ch03_rank1 "
+                  "Rank 0 of post B's two-program world (try_rank0.py): start it and ch03_rank1 "
                   "in two terminals, in either order, not under a launcher.");
     ch03::MeetingPoint meet;
     ch03::add_meeting_flags(cli, meet, "ch03_rank1");
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     // --8<-- [end:step0_flags]
 
     // --8<-- [start:step1_2_join]
-    // ---- Step 1: where to meet, set in our own environment as the seed does
+    // ---- Step 1: where to meet, set in our own environment as post B does
     std::string where = ch03::set_master(meet);
 
     // ---- Step 2: join: rank and world_size as arguments. Rank 0 hosts the store and waits for
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     // --8<-- [end:step1_2_join]
 
     // --8<-- [start:step3_4_prove]
-    // ---- Step 3: the seed's line, and proof that the partner is really there
+    // ---- Step 3: post B's line, and proof that the partner is really there
     const int rank = dist::get_rank(), world = dist::get_world_size();
     dist::out() << "Rank: " << rank << ", World size: " << world;
     dist::Tensor t = dist::full(1, rank + 1, dist::kInt64, dist::get_device());

@@ -1,7 +1,7 @@
 // Chapter 03 — two programs, part 2 of 2: rank 1, which takes its rank from the environment.
 //
-// This is seed 001's try_rank1.py: it writes RANK=1 and WORLD_SIZE=2 into its own environment
-// (the seed's comment calls RANK the "local rank"; it is the global rank) and calls
+// This is post B's try_rank1.py: it writes RANK=1 and WORLD_SIZE=2 into its own environment
+// (post B's comment calls RANK the "local rank"; it is the global rank) and calls
 // init_process_group with no rank or world_size, so env:// reads them back. Its partner is
 // ch03_rank0 (rank0.cpp), which passes them as arguments instead. Start the two in either order:
 // rank 1 started first retries connecting to rank 0's store until rank 0 is listening, for at
@@ -29,14 +29,14 @@ int main(int argc, char** argv) {
   return dist::run_main([&] {
     // ---- Step 0: flags: the shared ones, and where to meet
     dist::Cli cli("ch03_rank1",
-                  "Rank 1 of seed 001's two-program world (try_rank1.py): start it and ch03_rank0 "
+                  "Rank 1 of post B's two-program world (try_rank1.py): start it and ch03_rank0 "
                   "in two terminals, in either order, not under a launcher.");
     ch03::MeetingPoint meet;
     ch03::add_meeting_flags(cli, meet, "ch03_rank0");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
     // --8<-- [start:step1_2_join]
-    // ---- Step 1: who we are and where to meet, in our own environment, as the seed does.
+    // ---- Step 1: who we are and where to meet, in our own environment, as post B does.
     // RANK and WORLD_SIZE are this program's identity, so they overwrite whatever was there.
     ::setenv("RANK", "1", 1);
     ::setenv("WORLD_SIZE", "2", 1);
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     dist::init_process_group(options);
     // --8<-- [end:step1_2_join]
 
-    // ---- Step 3: the seed's line, and the all_reduce that proves rank 0 is there
+    // ---- Step 3: post B's line, and the all_reduce that proves rank 0 is there
     const int rank = dist::get_rank(), world = dist::get_world_size();
     dist::out() << "Rank: " << rank << ", World size: " << world;
     dist::Tensor t = dist::full(1, rank + 1, dist::kInt64, dist::get_device());

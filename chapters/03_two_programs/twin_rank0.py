@@ -1,4 +1,4 @@
-"""Chapter 03's twin, rank 0: seed 001's try_rank0.py with PyTorch (gloo), mirroring rank0.cpp.
+"""Chapter 03's twin, rank 0: post B's try_rank0.py with PyTorch (gloo), mirroring rank0.cpp.
 
 Run it and twin_rank1.py in two terminals, in either order (not under a launcher):
     /usr/bin/python3 chapters/03_two_programs/twin_rank0.py
@@ -6,8 +6,8 @@ Run it and twin_rank1.py in two terminals, in either order (not under a launcher
 They print the same lines as ch03_rank0 and ch03_rank1. (A C++ rank cannot meet a Python one:
 their stores speak different protocols.)
 
-What changed from the seed: gloo instead of nccl (it runs without GPUs), MASTER_ADDR/MASTER_PORT
-set only when neither a flag nor the environment gives them, and a timeout. The seed says "start
+What changed from post B: gloo instead of nccl (it runs without GPUs), MASTER_ADDR/MASTER_PORT
+set only when neither a flag nor the environment gives them, and a timeout. Post B says "start
 rank 0 first"; torch does not need that either: a TCPStore client retries until its timeout.
 """
 import argparse
@@ -34,13 +34,13 @@ def out(text):
 
 def main():
     args = parse_args()
-    # The seed's os.environ['MASTER_ADDR'] = '127.0.0.1', without overwriting a value given.
+    # Post B's os.environ['MASTER_ADDR'] = '127.0.0.1', without overwriting a value given.
     if args.master_addr:
         os.environ["MASTER_ADDR"] = args.master_addr
     if args.master_port:
         os.environ["MASTER_PORT"] = str(args.master_port)
     for name, seed_value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29501")):
-        if not os.environ.get(name):  # unset or empty: the seed's value
+        if not os.environ.get(name):  # unset or empty: post B's value
             os.environ[name] = seed_value
     where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
 
@@ -60,7 +60,7 @@ def main():
         out("OK: the two programs met; all_reduce(rank + 1) = 1 + 2 = 3")
     else:
         out("MISMATCH: expected rank 0 of 2 and all_reduce(rank + 1) = 3 on both")
-    dist.destroy_process_group()  # the seed's "release resources"
+    dist.destroy_process_group()  # post B's "release resources"
     return 0 if verdict.item() == 1 else 1
 
 

@@ -1,8 +1,8 @@
-"""Chapter 03's twin, rank 1: seed 001's try_rank1.py with PyTorch (gloo), mirroring rank1.cpp.
+"""Chapter 03's twin, rank 1: post B's try_rank1.py with PyTorch (gloo), mirroring rank1.cpp.
 
 Run it and twin_rank0.py in two terminals, in either order (not under a launcher); see
-twin_rank0.py. Like the seed, it writes RANK=1 and WORLD_SIZE=2 into its own environment (the
-seed's comment calls that the "local rank": it is the global rank) and lets env:// read them.
+twin_rank0.py. Like post B, it writes RANK=1 and WORLD_SIZE=2 into its own environment (post
+B's comment calls that the "local rank": it is the global rank) and lets env:// read them.
 """
 import argparse
 import datetime
@@ -33,7 +33,7 @@ def main():
     if args.master_port:
         os.environ["MASTER_PORT"] = str(args.master_port)
     for name, seed_value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29501")):
-        if not os.environ.get(name):  # unset or empty: the seed's value
+        if not os.environ.get(name):  # unset or empty: post B's value
             os.environ[name] = seed_value
     where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
 

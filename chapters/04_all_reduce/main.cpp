@@ -2,7 +2,7 @@
 //
 // all_reduce is the one collective that data-parallel training cannot do without: after each
 // backward pass, every rank holds gradients computed on its own shard, and all_reduce turns them
-// into the same average on every rank. This chapter runs seed 002's example, tensor =
+// into the same average on every rank. This chapter runs post C's example, tensor =
 // arange(world_size) + 1 + world_size * rank, through every reduce op, computes the mean the two
 // ways PyTorch code does it, and then does a SUM by hand with send/recv, the way a ring
 // all-reduce moves the data, to show what the library does for you.
@@ -27,13 +27,13 @@ namespace {
 using dist::ReduceOp;
 using dist::Tensor;
 
-// Seed 002's tensor: rank r holds [1 + W r, 2 + W r, ..., W + W r]. (The seed writes
+// Post C's tensor: rank r holds [1 + W r, 2 + W r, ..., W + W r]. (Post C writes
 // args.local_rank where it means the global rank: on one machine they agree, on two they do not.)
-// --8<-- [start:seed_tensor]
-Tensor seed_tensor(std::int64_t rank, std::int64_t world, dist::Device device) {
+// --8<-- [start:example_tensor]
+Tensor example_tensor(std::int64_t rank, std::int64_t world, dist::Device device) {
   return dist::arange(world, dist::kInt64, device) + 1 + world * rank;
 }
-// --8<-- [end:seed_tensor]
+// --8<-- [end:example_tensor]
 
 // What each op must give, element i, summing or multiplying i + 1 + W r over the ranks r.
 Tensor closed_form(ReduceOp op, std::int64_t world) {
@@ -77,7 +77,7 @@ Tensor reduce(const Tensor& input, ReduceOp op) {
 // neighbour that is also waiting.
 // --8<-- [start:ring_all_reduce]
 Tensor ring_all_reduce(Tensor t, int rank, int world) {
-  const std::int64_t chunk = t.numel() / world;  // the seed's tensor has world elements
+  const std::int64_t chunk = t.numel() / world;  // post C's tensor has world elements
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
   const auto index = [&](int c) { return ((c % world) + world) % world; };
   for (int phase = 0; phase < 2; ++phase) {
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   return dist::run_main([&] {
     // ---- Step 0: flags (--backend, --init-method, --timeout, --help)
     dist::Cli cli("ch04_all_reduce",
-                  "All-reduce seed 002's tensor with SUM, the two kinds of mean, MIN, MAX and "
+                  "All-reduce post C's tensor with SUM, the two kinds of mean, MIN, MAX and "
                   "PRODUCT, then a SUM by hand around a ring.");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
     dist::init_process_group(cli.init_options());
     const int rank = dist::get_rank(), world = dist::get_world_size();
     const dist::Device device = dist::get_device();
-    const Tensor tensor = seed_tensor(rank, world, device);
+    const Tensor tensor = example_tensor(rank, world, device);
     dist::out() << label("tensor") << tensor;
 
     // --8<-- [start:step2_ops]
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     // --8<-- [end:step2_ops]
 
     // --8<-- [start:step3_mean]
-    // ---- Step 3: the mean. Seed 002 sums, then divides by world_size. An int64 tensor cannot
+    // ---- Step 3: the mean. Post C sums, then divides by world_size. An int64 tensor cannot
     // hold 2.5, so the mean starts from a float copy (torch refuses int_tensor /= 2 too).
     Tensor mean = reduce(tensor.to(dist::kFloat32), ReduceOp::SUM);
     mean /= static_cast<std::int64_t>(world);

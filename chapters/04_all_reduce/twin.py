@@ -1,4 +1,4 @@
-"""Chapter 04's twin: the same lesson with PyTorch (gloo), as a reader of seed 002 would write it.
+"""Chapter 04's twin: the same lesson with PyTorch (gloo), as a reader of post C would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py

@@ -1,6 +1,6 @@
 // Chapter 05 — barrier: make the ranks wait for each other, and let rank 0 go first.
 //
-// Ranks run at their own pace; only a collective makes the fast ones wait for the slow. Seed 002
+// Ranks run at their own pace; only a collective makes the fast ones wait for the slow. Post C
 // uses that on purpose: with barrier(), rank 0 does A while the others wait, and only then do they
 // do B; its torch_distributed_zero_first wraps the pattern so that one rank downloads the data set
 // while the others wait, and then every rank reads it. This chapter runs both, proves the order
@@ -57,7 +57,7 @@ std::string default_data_dir() {
   return "/tmp/dist-ch05-" + std::to_string(::getuid()) + "-" + job;
 }
 
-// Seed 002's do_A: slow work that the other ranks must not overtake. Returns when it ended.
+// Post C's do_A: slow work that the other ranks must not overtake. Returns when it ended.
 std::int64_t do_A(int work_ms, bool use_barrier) {
   dist::out() << "A: rank 0 works for " << work_ms << " ms"
               << (use_barrier ? " while the other ranks wait at the barrier" : ", nobody waits");
@@ -108,7 +108,7 @@ DataSet load(const fs::path& file, DataSet data) {
   return data;
 }
 
-// Seed 002's "if not check_if_dataset_exist(): download_dataset()", then load_dataset().
+// Post C's "if not check_if_dataset_exist(): download_dataset()", then load_dataset().
 DataSet download_if_missing_and_load(const fs::path& file, int records, int work_ms) {
   DataSet data;
   if (!fs::exists(file)) {
@@ -121,7 +121,7 @@ DataSet download_if_missing_and_load(const fs::path& file, int records, int work
 }
 
 // --8<-- [start:prepare_data_set]
-// Seed 002's   with torch_distributed_zero_first(rank):
+// Post C's   with torch_distributed_zero_first(rank):
 //                  if not check_if_dataset_exist(): download_dataset()
 //                  load_dataset()
 // The guard makes ranks 1.. wait in its constructor until rank 0 has left this function; they

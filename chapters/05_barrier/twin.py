@@ -1,10 +1,10 @@
-"""Chapter 05's twin: the same lesson with PyTorch (gloo), as a reader of seed 002 would write it.
+"""Chapter 05's twin: the same lesson with PyTorch (gloo), as a reader of post C would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--no-barrier]
 It prints the same lines as ch05_barrier; tests/chapters/chapter_check.py parity compares them.
 
-torch_distributed_zero_first below is the seed's context manager, unchanged. Note what it does
+torch_distributed_zero_first below is post C's context manager, unchanged. Note what it does
 when rank 0's body raises: the exception leaves at `yield`, rank 0 never reaches its barrier(), and
 the other ranks wait in theirs until the timeout (30 minutes by default). dist::ZeroFirst in C++
 publishes the failure instead (see common/include/dist/zero_first.h).
@@ -31,7 +31,7 @@ def out0(text):
 
 @contextlib.contextmanager
 def torch_distributed_zero_first(rank: int):
-    """Seed 002: make all processes wait for rank 0 to do something first."""
+    """Post C: make all processes wait for rank 0 to do something first."""
     if rank not in [-1, 0]:
         torch.distributed.barrier()
     yield
@@ -106,7 +106,7 @@ def main():
     out0(("with the barriers" if args.barrier else "without the barriers (--no-barrier)")
          + f": A and the download take {args.work_ms} ms, {args.records} records")
 
-    # Seed 002: if rank == 0: do_A(); barrier()  else: barrier(); do_B()
+    # Post C: if rank == 0: do_A(); barrier()  else: barrier(); do_B()
     if rank == 0:
         reading = do_a(args.work_ms, args.barrier)
         if args.barrier:

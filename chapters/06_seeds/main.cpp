@@ -1,6 +1,6 @@
 // Chapter 06 — seeds: the same run twice, but not the same numbers on every rank.
 //
-// A fixed seed makes an experiment repeat: same seed, same random draws, same result. Seed 002
+// A fixed seed makes an experiment repeat: same seed, same random draws, same result. Post C
 // shows what that habit does to data-parallel training: with init_seeds(0) on every rank, every
 // rank draws the same "random" augmentations. YOLOv5's mosaic glues each image to 3 random
 // partners, so every rank's mosaics contain the same 3 partners, and the job sees the same data W
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     cli.add_int("--seed", &seed, "the experiment's seed", 0, 2147483647);
     cli.add_int("--images", &images, "images in the data set", 2, 1000000);
     cli.add_flag("--deterministic", &deterministic,
-                 "ask for deterministic algorithms, as seed 002's cuda_deterministic",
+                 "ask for deterministic algorithms, as post C's cuda_deterministic",
                  "--no-deterministic");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     const auto useed = static_cast<std::uint64_t>(seed);
 
     // --8<-- [start:step2_same_seed]
-    // ---- Step 2: seed 002's first version: init_seeds(seed) on every rank. Every rank's
+    // ---- Step 2: post C's first version: init_seeds(seed) on every rank. Every rank's
     // generator starts in the same state, so every rank draws the same partners.
     dist::init_seeds(useed, deterministic);
     const Tensor same = mosaic_partners(images);

@@ -1,4 +1,4 @@
-"""Chapter 06's twin: the same lesson with PyTorch (gloo), as a reader of seed 002 would write it.
+"""Chapter 06's twin: the same lesson with PyTorch (gloo), as a reader of post C would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--seed 0] [--no-deterministic]
@@ -30,7 +30,7 @@ def out0(text):
 
 
 def init_seeds(seed=0, cuda_deterministic=True):
-    """Seed 002's helper, unchanged."""
+    """Post C's helper, unchanged."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

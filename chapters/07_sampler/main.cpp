@@ -5,11 +5,11 @@
 // every rank shuffles with the same seed, pads the list until it divides evenly, and keeps every
 // W-th index from its rank on. This chapter computes each rank's shard for a few epochs, cuts it
 // into batches, gathers all shards on rank 0 to draw who reads what (and what is read twice),
-// and checks it all against the same four lines done by hand, as seed 003 shows them in Python.
+// and checks it all against the same four lines done by hand, as post D shows them in Python.
 //
 // You will learn: DistributedSampler's shuffle (seed + epoch), padding and drop_last, the slice
-// indices[rank:total_size:num_replicas]; why set_epoch matters; BatchSampler and drop_last; the
-// seed's make_data_sampler and the other samplers (Sequential, Random, SubsetRandom, Weighted).
+// indices[rank:total_size:num_replicas]; why set_epoch matters; BatchSampler and drop_last; post
+// D's make_data_sampler and the other samplers (Sequential, Random, SubsetRandom, Weighted).
 // Builds on: chapter 05 (all_gather) and chapter 06 (seeded generators).
 //
 // Run:   ./tutorial run 07            (or: ddprun --standalone --nproc-per-node 2 ch07_sampler)
@@ -126,7 +126,7 @@ bool covers_dataset(const std::vector<Indices>& shards, std::int64_t n, bool dro
   return distinct == n && reads == (n + world - 1) / world * world;
 }
 
-// Rank 0 shows the seed's make_data_sampler and the other samplers, each with a generator seeded
+// Rank 0 shows post D's make_data_sampler and the other samplers, each with a generator seeded
 // `seed` (or no generator: make_data_sampler's RandomSampler draws from the default generator).
 void show_other_samplers(std::int64_t n, std::int64_t seed) {
   const auto name = [](const dist::Sampler& s) -> std::string {
@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
       // --8<-- [end:steps3to5]
     }
 
-    // ---- Step 6: the seed's make_data_sampler and the other samplers (rank 0)
+    // ---- Step 6: post D's make_data_sampler and the other samplers (rank 0)
     if (rank == 0) show_other_samplers(n, seed);
 
     // ---- Step 7: one verdict for the job

@@ -1,4 +1,4 @@
-"""Chapter 07's twin: the same lesson with PyTorch (gloo), as a reader of seed 003 would write it.
+"""Chapter 07's twin: the same lesson with PyTorch (gloo), as a reader of post D would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--dataset-size 11 ...]
@@ -35,7 +35,7 @@ def join(values, sep=" "):
 
 
 def shard_by_hand(n, world, rank, shuffle, seed, drop_last, epoch):
-    """Seed 003's __iter__, in torch 1.13's version, written out as main.cpp writes it."""
+    """Post D's __iter__, in torch 1.13's version, written out as main.cpp writes it."""
     if shuffle:
         g = torch.Generator()
         g.manual_seed(seed + epoch)
@@ -93,7 +93,7 @@ def covers_dataset(shards, n, drop_last):
 
 
 def make_data_sampler(dataset, shuffle, distributed):
-    """Seed 003's helper (its samplers.DistributedSampler is torch's, in an older version)."""
+    """Post D's helper (its samplers.DistributedSampler is torch's, in an older version)."""
     if distributed:
         return DistributedSampler(dataset, shuffle=shuffle)
     if shuffle:

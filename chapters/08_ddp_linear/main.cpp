@@ -1,6 +1,6 @@
-// Chapter 08 — ddp_linear: DistributedDataParallel on seed 001's linear model.
+// Chapter 08 — ddp_linear: DistributedDataParallel on post B's linear model.
 //
-// Seed 001 fits y = 3x + 2 + noise with nn.Linear(1, 1), MSELoss and SGD(lr=0.01) on one GPU. This
+// Post B fits y = 3x + 2 + noise with nn.Linear(1, 1), MSELoss and SGD(lr=0.01) on one GPU. This
 // chapter trains the same model on W ranks at once: DistributedSampler gives each rank its shard
 // (chapter 07), and DistributedDataParallel keeps the W replicas equal: rank 0's initial weights
 // are broadcast to all, and after every backward the gradients are averaged over the ranks. It
@@ -9,7 +9,7 @@
 // with --simulate-world W to see that process). The fit is checked against least squares.
 //
 // You will learn: what DDP does (broadcast at the start, average gradients every step) and why
-// that is enough; why every rank must take the same number of steps; what seed 001's loop leaves
+// that is enough; why every rank must take the same number of steps; what post B's loop leaves
 // out (it never wraps the model in DDP and gives every process all the data) and gets wrong
 // (`def init` for `__init__`, `3 x` for `3 * x`).
 // Builds on: chapter 04 (all_reduce), chapter 06 (per-rank seeds), chapter 07 (samplers).
@@ -37,7 +37,7 @@ namespace {
 
 using Indices = std::vector<std::int64_t>;
 
-// Seed 001's data, y = 3x + 2 + noise, made so that C++ and PyTorch build the same bits: every
+// Post B's data, y = 3x + 2 + noise, made so that C++ and PyTorch build the same bits: every
 // value comes from torch.randint's draws (dist::randint is the same generator, draw for draw).
 // x is uniform in [-2, 2) and the noise uniform in [-0.1, 0.1).
 struct Dataset {

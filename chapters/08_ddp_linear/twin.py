@@ -1,4 +1,4 @@
-"""Chapter 08's twin: seed 001's linear model trained with PyTorch's DistributedDataParallel (gloo).
+"""Chapter 08's twin: post B's linear model trained with PyTorch's DistributedDataParallel (gloo).
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--epochs 20 ...]
@@ -33,7 +33,7 @@ def out0(text):
 
 
 def make_dataset(n, seed):
-    """Seed 001's x and y = 3x + 2 + noise, as main.cpp's make_dataset builds them."""
+    """Post B's x and y = 3x + 2 + noise, as main.cpp's make_dataset builds them."""
     g = torch.Generator()
     g.manual_seed(seed)
     kx = torch.randint(0, STEPS, (n,), generator=g).tolist()

@@ -1,7 +1,8 @@
 // Chapter 09 — ddp_classifier: the capstone, a real training run with DistributedDataParallel.
 //
-// Seed 000 trains ResNet50 on CIFAR-10 with DDP: rank 0 downloads the data, a DistributedSampler
-// with set_epoch shards it, and the model is wrapped in DDP. This chapter does the same at a size
+// Post A trains ResNet50 on CIFAR-10 with DDP: a DistributedSampler with set_epoch shards the
+// data and the model is wrapped in DDP, but every rank calls CIFAR10(download=True): on a first
+// run W processes download into the same directory at once. This chapter does the same at a size
 // that trains in seconds on two CPU cores: a two-layer classifier with SyncBatchNorm on
 // Fashion-MNIST (Debian's dataset-fashion-mnist, 28x28 pictures of clothes in 10 classes,
 // shrunk to 14x14). Everything a real run needs is here: rank 0 prepares the data once while the
@@ -401,7 +402,7 @@ int main(int argc, char** argv) {
     const std::string data = data_dir + "/fashion-mnist-14x14-" + std::to_string(train_n) + "-" +
                              std::to_string(test_n) + ".bin";
     {
-      const dist::ZeroFirst rank0_first;  // seed 002's torch_distributed_zero_first
+      const dist::ZeroFirst rank0_first;  // post C's torch_distributed_zero_first
       if (rank0_first.leads() && !std::filesystem::exists(data)) {
         prepare(data, train_n, test_n);
         dist::write_stderr("[rank 0/" + std::to_string(world) + "] prepared " + data + "\n");

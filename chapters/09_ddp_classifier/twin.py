@@ -1,4 +1,4 @@
-"""Chapter 09's twin: the same Fashion-MNIST classifier with PyTorch's DDP (gloo), as seed 000's
+"""Chapter 09's twin: the same Fashion-MNIST classifier with PyTorch's DDP (gloo), as post A's
 flow would be written for it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.

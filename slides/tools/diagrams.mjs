@@ -1,7 +1,7 @@
 // The decks' diagrams, drawn as SVG from the same rules the code follows, so a picture cannot
 // show a schedule the code does not run:
 //   ring_all_reduce.svg  chapter 04's ring_all_reduce on 3 ranks, step by step
-//   rank_local_rank.svg  seed 001's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
+//   rank_local_rank.svg  post B's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
 //   sampler.svg          DistributedSampler's padding and striding, and drop_last
 //   ddp_buckets.svg      chapter 09's gradient buckets, overlapping backward
 // Each function returns the SVG text; build.mjs writes them next to the HTML decks.
@@ -88,7 +88,7 @@ export function ringAllReduce(world = 3) {
   return svg(width, height, body, `ring all-reduce on ${world} ranks`);
 }
 
-// Seed 001: 4 ranks, 2 on machine A and 2 on machine B. GROUP_RANK is the machine's index
+// Post B: 4 ranks, 2 on machine A and 2 on machine B. GROUP_RANK is the machine's index
 // (ddprun --node-rank), LOCAL_WORLD_SIZE its number of ranks (--nproc-per-node).
 export function rankLocalRank() {
   const width = 1100, height = 430;

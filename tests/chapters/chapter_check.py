@@ -10,7 +10,7 @@
       Runs the C++ chapter and its PyTorch twin (Debian's /usr/bin/python3 with python3-torch,
       gloo backend) with the same CASE, both under ddprun, and compares their standard output as
       multisets of lines: ranks print concurrently, so the order of lines may differ, but every
-      line must be the same, as many times. The twin prints what a reader of the seeds would
+      line must be the same, as many times. The twin prints what a reader of the source posts would
       compute with PyTorch; equal lines mean equal values, tensor for tensor.
       With --rtol (chapters that train in float32, where torch sums in another order), each
       rank's lines are compared in order instead: the words must be equal, integers too, and each

@@ -96,7 +96,7 @@ TEST(GpuTensor, ArithmeticGivesWhatTheCpuGives) {
 }
 
 TEST(GpuTensor, PrintsAsTorchDoes) {
-  const Tensor t = dist::arange(2, dist::kInt64, kGpu) + 1 + 2 * 1;  // seed 002, rank 1 of 2
+  const Tensor t = dist::arange(2, dist::kInt64, kGpu) + 1 + 2 * 1;  // post C, rank 1 of 2
   EXPECT_EQ(t.repr(), "tensor([3, 4], device='cuda:0')");
   EXPECT_EQ(pattern(2, dist::kInt32, kGpu).repr(),
             "tensor([ 1, -2], device='cuda:0', dtype=torch.int32)");

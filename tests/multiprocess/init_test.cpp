@@ -90,7 +90,7 @@ TEST(InitMethod, FileUrlWithExplicitArguments) {
 // ------------------------------------
 
 TEST(Precedence, ExplicitArgumentsBeatTheEnvironment) {
-  // Seed 001: WORLD_SIZE=2 in the environment, world_size=1 in the call: it runs alone, at once.
+  // Post B: WORLD_SIZE=2 in the environment, world_size=1 in the call: it runs alone, at once.
   const int port = dist::testing::free_port();
   const auto start = Clock::now();
   expect_all_ok(run_ranks(1, [&](int) {

@@ -182,7 +182,8 @@ TEST(DistributedSampler, RejectsBadArgumentsWithAClearMessage) {
   EXPECT_TRUE(throws_config_error(no_rank, ".rank was not given"));
 }
 
-// len(BatchSampler) is ceil(len / B), or floor with drop_last; the seed's docstring example.
+// len(BatchSampler) is ceil(len / B), or floor with drop_last: the docstring example post D
+// copies from torch.
 TEST(BatchSampler, CutsPassesIntoBatches) {
   const dist::SequentialSampler ten(10);
   const dist::BatchSampler keep(ten, 3, false), drop(ten, 3, true);
@@ -263,9 +264,9 @@ TEST(WeightedRandomSampler, RejectsBadWeights) {
   EXPECT_TRUE(throws_config_error(too_many, "from 3 weights, of which 2 are positive"));
 }
 
-// The seed's make_data_sampler: distributed -> DistributedSampler (which needs a group, or says
+// Post D's make_data_sampler: distributed -> DistributedSampler (which needs a group, or says
 // so), shuffle -> RandomSampler, else SequentialSampler.
-TEST(MakeDataSampler, PicksTheSeedsSampler) {
+TEST(MakeDataSampler, PicksPostDsSampler) {
   const auto shuffled = dist::make_data_sampler(10, true, false);
   const auto in_order = dist::make_data_sampler(10, false, false);
   EXPECT_NE(dynamic_cast<const dist::RandomSampler*>(shuffled.get()), nullptr);

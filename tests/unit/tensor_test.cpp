@@ -1,5 +1,5 @@
-// dist::Tensor behaves like the torch tensors the seeds use: the same factories, the same type
-// promotion, the same refusals, and repr() that prints what torch prints (each expected string
+// dist::Tensor behaves like the torch tensors the source posts use: the same factories, the same
+// type promotion, the same refusals, and repr() that prints what torch prints (each expected string
 // below is what PyTorch 1.13 prints for the same tensor; tensor_repr_parity.py checks hundreds
 // more).
 #include "dist/tensor.h"

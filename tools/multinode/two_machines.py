@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two machines on one computer: seed 001's machines A and B, as Linux network namespaces.
+"""Two machines on one computer: post B's machines A and B, as Linux network namespaces.
 
 usage: two_machines.py BIN_DIR [PROGRAM...]      (./tutorial run multinode)
 

@@ -1,6 +1,6 @@
 // smoke — the first program of the tour: can the ranks of this machine meet and add numbers?
 //
-// Every rank builds tensor = arange(world_size) + 1 + world_size * rank (seed 002's example),
+// Every rank builds tensor = arange(world_size) + 1 + world_size * rank (post C's example),
 // all-reduces it with SUM, and checks the result against the closed form
 //   result[i] = sum over r of (i + 1 + world_size * r) = world_size * (i + 1) + world_size^2 *
 //   (world_size - 1) / 2.

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     cli.add_int("--rank", &rank_flag, "this process's rank (-1: from RANK)", -1, 1 << 20);
     cli.add_int("--world-size", &world_flag, "how many ranks (-1: from WORLD_SIZE)", -1, 1 << 20);
     if (!cli.parse(argc, argv)) return dist::kExitOk;
-    // By hand there is no launcher: meet at the seed's address unless the environment says.
+    // By hand there is no launcher: meet at post B's address unless the environment says.
     ::setenv("MASTER_ADDR", "127.0.0.1", 0);
     ::setenv("MASTER_PORT", "29501", 0);
 

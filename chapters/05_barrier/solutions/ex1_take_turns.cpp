@@ -4,7 +4,7 @@
 // so on, using only barrier(). Then prove the order from the file, not from the terminal."
 //
 // The solution: W turns; in turn t only rank t writes, and every rank then meets at a barrier, so
-// rank t+1 cannot write before rank t has finished. That is seed 002's "A, then B" repeated W
+// rank t+1 cannot write before rank t has finished. That is post C's "A, then B" repeated W
 // times. The file is the proof: each line is appended with one write() (O_APPEND), and rank 0 reads
 // it back at the end and checks that line t says "turn t: rank t". Without the barriers the lines
 // land in whatever order the ranks happen to run.

@@ -1,12 +1,12 @@
 // Chapter 05, exercise 2 — rank 0's download fails: the others must get an error, not a hang.
 //
 // The exercise: "Make rank 0 throw inside the ZeroFirst block, as a failed download would. What
-// do the waiting ranks see, and when? What would they see with the seed's context manager?"
+// do the waiting ranks see, and when? What would they see with post C's context manager?"
 //
 // The solution: the waiting ranks sit in ZeroFirst's constructor. When rank 0 leaves the block by
 // an exception, ~ZeroFirst still joins the collective, with "rank 0 failed" instead of "fine"; so
 // the waiting ranks throw dist::Error at once ("rank 0 failed inside its ZeroFirst block"), not a
-// TimeoutError after --timeout. With the seed's version (barrier after `yield`), rank 0's
+// TimeoutError after --timeout. With post C's version (barrier after `yield`), rank 0's
 // exception skips its barrier: the others would wait the whole timeout, 30 minutes by default in
 // PyTorch, and then fail with a message that says nothing about the download.
 //

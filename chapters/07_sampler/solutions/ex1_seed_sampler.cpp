@@ -1,6 +1,6 @@
-// Chapter 07, exercise 1 — seed 003's DistributedSampler next to PyTorch 1.13's.
+// Chapter 07, exercise 1 — post D's DistributedSampler next to PyTorch 1.13's.
 //
-// The seed shows an older DistributedSampler: it seeds the shuffle with the epoch alone (no seed
+// Post D shows an older DistributedSampler: it seeds the shuffle with the epoch alone (no seed
 // argument), has no drop_last, and pads with `indices += indices[:total_size - len(indices)]`,
 // which adds at most len(indices) entries. Three claims, checked for every dataset size 1..40
 // and world size 1..8 (each rank checks them all; the job agrees through one all_reduce):
@@ -20,7 +20,7 @@ namespace {
 
 using Indices = std::vector<std::int64_t>;
 
-// Seed 003's __iter__, line for line; nullopt where its assert would fail.
+// Post D's __iter__, line for line; nullopt where its assert would fail.
 std::optional<Indices> old_shard(std::int64_t n, int world, int rank, std::int64_t epoch) {
   const std::int64_t num_samples = (n + world - 1) / world;  // int(math.ceil(len * 1.0 / W))
   const std::int64_t total_size = num_samples * world;
@@ -45,7 +45,7 @@ Indices new_shard(std::int64_t n, int world, int rank, std::int64_t seed, std::i
 
 int main(int argc, char** argv) {
   return dist::run_main([&] {
-    dist::Cli cli("ch07_sampler_ex1", "Seed 003's DistributedSampler against PyTorch 1.13's.");
+    dist::Cli cli("ch07_sampler_ex1", "Post D's DistributedSampler against PyTorch 1.13's.");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
     dist::init_process_group(cli.init_options());
 
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       }
     }
     ok = ok && asserts == expected_asserts;  // claim 3
-    dist::out0() << "of " << configs << " (dataset size, world size) pairs, the seed's sampler "
+    dist::out0() << "of " << configs << " (dataset size, world size) pairs, post D's sampler "
                  << "fails its assert on " << asserts
                  << " (closed form W > 2n: " << expected_asserts << ")";
 
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       dist::out0() << "MISMATCH: the old and the new sampler differ where they should agree";
       return dist::kExitFailure;
     }
-    dist::out0() << "OK: seed 0 gives the same shards as the seed's sampler, seed s shifts the "
+    dist::out0() << "OK: seed 0 gives the same shards as post D's sampler, seed s shifts the "
                  << "epochs by s, and the old padding fails exactly when W > 2n";
     return dist::kExitOk;
   });

@@ -86,10 +86,13 @@ class ReLU {
 // SyncBatchNorm: the batch is the union of every rank's batch. forward all_reduces each
 // feature's sum, sum of squares and count (in float64) over `sync_group`, so every rank
 // normalises with the statistics of the whole global batch; backward all_reduces the two sums
-// it needs the same way. With equal per-rank batches, N ranks give exactly what BatchNorm1d
-// gives one process on the N batches together (tests/multiprocess/sync_batchnorm_test.cpp).
-// PyTorch's SyncBatchNorm needs GPUs; this one runs on the CPU too. Every rank of `sync_group`
-// must call forward and backward in step: they are collectives.
+// it needs the same way: one all_reduce of 2C + 1 values in forward and one of 2C in backward,
+// per layer and step, in training only. With equal per-rank batches, N ranks give what
+// BatchNorm1d gives one process on the N batches together, to float32 rounding
+// (tests/multiprocess/sync_batchnorm_test.cpp). It buys better statistics when per-rank batches
+// are small, not faster convergence in general (chapter 09). PyTorch's SyncBatchNorm (1.13)
+// needs CUDA tensors; this one runs on the CPU too. Every rank of `sync_group` must call forward
+// and backward in step: they are collectives.
 class BatchNorm1d {
  public:
   explicit BatchNorm1d(std::int64_t features, Device device = Device::cpu(),

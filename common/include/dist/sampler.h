@@ -193,7 +193,7 @@ class BatchSampler {
   bool drop_last_;
 };
 
-// The seed's make_data_sampler: DistributedSampler(dataset, shuffle=shuffle) when distributed
+// Post D's make_data_sampler: DistributedSampler(dataset, shuffle=shuffle) when distributed
 // (the default group's world size and rank, seed 0), else RandomSampler or SequentialSampler.
 // Shared, so that a BatchSampler can hold it: BatchSampler(make_data_sampler(...), 32, false).
 std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,

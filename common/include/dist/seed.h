@@ -1,6 +1,6 @@
 // dist/seed.h — random numbers that are reproducible, and different on every rank.
 //
-//   dist::init_seeds(seed + dist::get_rank());      // seed 002's fix: one stream per rank
+//   dist::init_seeds(seed + dist::get_rank());      // post C's fix: one stream per rank
 //   dist::Tensor picks = dist::randint(0, 1000, 6); // == torch.randint(0, 1000, (6,)) after
 //                                                   //    torch.manual_seed(seed + rank)
 //
@@ -10,7 +10,7 @@
 // the range needs 64 bits), exactly as torch.randint does on the CPU in PyTorch 1.13. Chapter 06's
 // parity test compares the values with PyTorch's. Draws made by torch on a GPU (Philox) differ.
 //
-// What init_seeds does, next to the seed's Python helper:
+// What init_seeds does, next to post C's Python helper:
 //   random.seed(s); np.random.seed(s)    no counterpart: this library has one generator
 //   torch.manual_seed(s)                 dist::manual_seed(s): the default generator
 //   cudnn.deterministic / .benchmark     dist::use_deterministic_algorithms(on): a switch, like
@@ -71,7 +71,7 @@ Tensor randint(std::int64_t low, std::int64_t high, std::int64_t n,
 void use_deterministic_algorithms(bool on);
 bool are_deterministic_algorithms_enabled();
 
-// Seed 002's init_seeds(seed, cuda_deterministic): seeds the default generator and sets the
+// Post C's init_seeds(seed, cuda_deterministic): seeds the default generator and sets the
 // deterministic switch. Call it with seed + rank, so that ranks draw different augmentations.
 void init_seeds(std::uint64_t seed, bool deterministic = true);
 // --8<-- [end:torch_api]

@@ -1,8 +1,8 @@
 // dist/tensor.h — the smallest tensor the chapters need.
 //
 // A 1-D array with a dtype and a device, enough to show what collectives do. It mirrors torch
-// where a reader of the seeds will look: arange/full/zeros, arithmetic with torch's type promotion,
-// printing that matches torch's repr character for character (`tensor([4, 6])`,
+// where a reader of the source posts will look: arange/full/zeros, arithmetic with torch's type
+// promotion, printing that matches torch's repr character for character (`tensor([4, 6])`,
 // `tensor([1.5000, 2.0000])`, `tensor([1, 2], dtype=torch.int32)`,
 // `tensor([4, 6], device='cuda:0')`), and `.to(device)` between the CPU and a GPU.
 //
@@ -269,7 +269,7 @@ inline Tensor operator*(double s, const Tensor& a) {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// Free-function spellings that read like the seeds: dist::arange(world, dist::kInt64).
+// Free-function spellings that read like the source posts: dist::arange(world, dist::kInt64).
 inline Tensor arange(std::int64_t n, DType dtype = kInt64, Device device = {}) {
   return Tensor::arange(n, dtype, device);
 }

@@ -6,19 +6,19 @@
 //     data = load(path);                     // and the others find the file complete
 //   }
 //
-// The C++ twin of seed 002's torch_distributed_zero_first (YOLOv5's context manager): the ranks
+// The C++ twin of post C's torch_distributed_zero_first (YOLOv5's context manager): the ranks
 // that wait enter one collective in the constructor; the rank that goes first enters the same
 // collective when it leaves the scope, so nobody passes until it has finished.
 //
-// Where it differs from the seed, on purpose:
-//   * A failure is published, not a hang. In the seed, an exception in rank 0's body skips its
+// Where it differs from post C's, on purpose:
+//   * A failure is published, not a hang. In post C's, an exception in rank 0's body skips its
 //     barrier(), and the others wait for it until the timeout (30 minutes by default in torch).
 //     Here the collective is an all_reduce(MIN) of a status: every rank that waits contributes
 //     "fine", the rank that went first contributes "fine" or, if its scope is left by an
 //     exception, its own rank number. So the waiting ranks learn of the failure at once and throw
 //     dist::Error naming the rank that failed, and rank 0's own exception carries on unchanged.
 //   * Leaving the scope normally may throw: if the collective itself fails (a rank died, or the
-//     waiting ranks gave up at the timeout) the destructor throws that error, as the seed's
+//     waiting ranks gave up at the timeout) the destructor throws that error, as post C's
 //     barrier() would. That is why ~ZeroFirst is noexcept(false). While an exception is already
 //     unwinding the scope it never throws: it reports the failure, logs any second error to
 //     stderr, and lets the first exception go on. Keep a ZeroFirst a plain local variable: not a
@@ -31,8 +31,8 @@
 // Rules of use: every rank of the group must create the ZeroFirst (the same number of times, in
 // the same order); the body must not call collectives (the waiting ranks are already inside one);
 // and the body of the first rank must finish within the group's timeout (--timeout), or the
-// waiting ranks fail with dist::TimeoutError. Without init_process_group it does nothing, as the
-// seed's rank -1 does.
+// waiting ranks fail with dist::TimeoutError. Without init_process_group it does nothing, as post
+// C's rank -1 does.
 //
 // write_file_atomically (dist/files.h, included here) is its companion: the first rank writes to a
 // temporary file in the same directory and renames it into place, so a reader sees no file or the
