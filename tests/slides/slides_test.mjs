@@ -45,10 +45,29 @@ if (mode === 'includes') {
     ['missing_region', /missing_region\.md:7: chapters\/04_all_reduce\/main\.cpp has no region 'no_such_region'/],
     ['missing_file', /missing_file\.md:7: includes chapters\/04_all_reduce\/no_such_file\.cpp, which does not exist/],
     ['unbalanced', /tests\/slides\/bad_decks\/unbalanced\.cpp:2: region 'opened' never ends/],
+    ['missing_function', /missing_function\.md:7: chapters\/04_all_reduce\/main\.cpp defines no function no_such_function\(\)/],
+    ['missing_step', /missing_step\.md:7: chapters\/04_all_reduce\/main\.cpp has no "---- Step" banner for step:99/],
   ];
   for (const [deck, message] of cases) {
     const r = run('build.mjs', ['--check', '--no-lint', '--decks', decks, '--only', deck]);
     expect(`${deck}: the build fails (exit ${r.code}) and names the problem`, r.code === 1 && message.test(r.out), r.out);
+  }
+  // The cuts that need no markers: a function (its comments, not a declaration of it, a brace in
+  // a string kept) and a step banner's lines, each exactly.
+  const { cutFunction, cutSteps } = await import('../../slides/tools/regions.mjs');
+  const cpp = readFileSync(join(ROOT, 'tests', 'slides', 'fixtures', 'cuts.cpp'), 'utf8');
+  const py = readFileSync(join(ROOT, 'tests', 'slides', 'fixtures', 'cuts.py'), 'utf8');
+  const cuts = [
+    ['twice()', cutFunction(cpp, 'cuts.cpp', 'twice'), ['// Doubles x.', '// Two comment lines travel with it.', 'int twice(int x) {', '  const std::string brace = "}";  // a brace in a string does not end the body', '  return 2 * x;', '}']],
+    ['Counter::add()', cutFunction(cpp, 'cuts.cpp', 'Counter::add'), ['// Adds `by` and says what it holds now.', 'int Counter::add(int by) {', '  n += by;', '  return n;', '}']],
+    ['half() in Python', cutFunction(py, 'cuts.py', 'half'), ['# Halves x.', 'def half(x):', '    if x % 2:', '        return x / 2', '', '    return x // 2']],
+    ['step:1', cutSteps(cpp, 1, 1), ['// ---- Step 1: count to three', 'c.add(1);', 'c.add(2);']],
+    ['step:2-3', cutSteps(cpp, 2, 3), ['// ---- Step 2: double it', 'const int d = twice(c.n);', '', '// ---- Step 3: done', 'return d == 6 ? 0 : 1;']],
+    ['no such function', cutFunction(cpp, 'cuts.cpp', 'thrice'), null],
+    ['no such step', cutSteps(cpp, 4, 4), null],
+  ];
+  for (const [what, got, want] of cuts) {
+    expect(`the cut ${what} gives its lines`, JSON.stringify(got) === JSON.stringify(want), `got:\n${JSON.stringify(got, null, 1)}\nwant:\n${JSON.stringify(want, null, 1)}`);
   }
   // And the real decks pass the same check, so the failures above are the bad decks' own.
   const good = run('build.mjs', ['--check']);
