@@ -43,7 +43,7 @@ struct Options {
 };
 
 // ---- A collective called on only some ranks
-// --8<-- [start:partial_collective]
+
 void partial_collective(const Options& o) {
   const int rank = dist::get_rank();
   Tensor loss = Tensor::full(1, 0.5 * (rank + 1));  // this rank's loss for the epoch
@@ -53,10 +53,9 @@ void partial_collective(const Options& o) {
   dist::barrier();                                   // the end of the epoch
   dist::out0() << "mean loss " << loss.item(0) / dist::get_world_size();
 }
-// --8<-- [end:partial_collective]
 
 // ---- Mismatched sizes, dtypes and reduce ops
-// --8<-- [start:mismatched]
+
 void mismatched_size(const Options& o) {
   const int rank = dist::get_rank();
   // 7 samples over 2 ranks: the last batch gives rank 0 four samples and rank 1 three.
@@ -85,10 +84,9 @@ void mismatched_op(const Options& o) {
   dist::all_reduce(loss, op);
   dist::out0() << "summed loss " << loss;
 }
-// --8<-- [end:mismatched]
 
 // ---- A barrier that one rank skips
-// --8<-- [start:skipped_barrier]
+
 void skipped_barrier(const Options& o) {
   const int rank = dist::get_rank();
   const bool has_validation_shard = rank != 1;  // say the validation set had no files for rank 1
@@ -101,11 +99,10 @@ void skipped_barrier(const Options& o) {
   dist::all_reduce(epoch_loss);  // every rank, the next collective of the epoch
   dist::out0() << "epoch loss " << epoch_loss;
 }
-// --8<-- [end:skipped_barrier]
 
 // ---- A healthy job, and one whose rank crashes or stops mid-training
 // The driver starts the healthy job in broken ways (a port that is taken, a machine missing).
-// --8<-- [start:crash]
+
 enum class Breakdown { kNone, kCrash, kStop };
 
 void train(const Options& o, Breakdown breakdown) {
@@ -128,10 +125,9 @@ void train(const Options& o, Breakdown breakdown) {
   }
   dist::out0() << "trained " << o.steps << " steps, weight " << weight;
 }
-// --8<-- [end:crash]
 
 // ---- A forgotten set_epoch
-// --8<-- [start:set_epoch]
+
 void no_set_epoch(const Options& o) {
   const int epochs = 3;
   dist::DistributedSampler sampler(16, {.shuffle = true, .seed = 0});
@@ -152,10 +148,9 @@ void no_set_epoch(const Options& o) {
                     " epochs read the same order: the sampler was never told the epoch. Call "
                     "sampler.set_epoch(epoch) at the start of every epoch");
 }
-// --8<-- [end:set_epoch]
 
 // ---- The same seed on every rank
-// --8<-- [start:same_seed]
+
 void same_seed(const Options& o) {
   const int rank = dist::get_rank();
   const std::uint64_t seed = 0;
@@ -177,11 +172,10 @@ void same_seed(const Options& o) {
   }
   dist::out0() << "every rank drew its own augmentations";
 }
-// --8<-- [end:same_seed]
 
 // ---- RANK where LOCAL_RANK belongs
 // --data-dir is this machine's local disk (the driver gives each "machine" its own directory).
-// --8<-- [start:local_rank]
+
 void rank_for_local_rank(const Options& o) {
   DIST_CHECK(!o.data_dir.empty(), "pass --data-dir DIR: this machine's local disk");
   const fs::path file = fs::path(o.data_dir) / "train.bin";
@@ -208,7 +202,6 @@ void rank_for_local_rank(const Options& o) {
   dist::out0() << "every rank read its machine's copy: " << static_cast<std::int64_t>(total.item(0))
                << " bytes";
 }
-// --8<-- [end:local_rank]
 
 const std::map<std::string, std::function<void(const Options&)>>& cases() {
   static const std::map<std::string, std::function<void(const Options&)>> table = {

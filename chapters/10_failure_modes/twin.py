@@ -3,8 +3,8 @@
 Run under a launcher, with or without PyTorch's own check:
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py CASE [--timeout S]
     TORCH_DISTRIBUTED_DEBUG=DETAIL ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py CASE
-CASE is partial-collective, mismatched-size, mismatched-dtype or mismatched-op: the same code as
-broken.cpp's, with the mistake. Each rank prints the tensor it ended with or the error it got
+CASE is partial-collective, mismatched-size, mismatched-dtype, mismatched-op or skipped-barrier:
+the same code as broken.cpp's, with the mistake. Each rank prints the tensor it ended with or the error it got
 (first line only), and exits 1 on an error. What PyTorch 1.13 does is the chapter's comparison;
 tests/chapters/torch_failure_modes.py runs every case both ways and checks it.
 """
@@ -47,17 +47,33 @@ def mismatched_op(rank):
     return loss
 
 
+def skipped_barrier(rank):
+    if rank != 1:  # THE MISTAKE: rank 1 has no validation shard and skips the barrier
+        # PyTorch's monitored_barrier is Gloo-only; wait_all_ranks names every missing rank.
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+    epoch_loss = torch.full((1,), 1.0)
+    dist.all_reduce(epoch_loss)
+    return epoch_loss
+
+
 CASES = {"partial-collective": partial_collective, "mismatched-size": mismatched_size,
-         "mismatched-dtype": mismatched_dtype, "mismatched-op": mismatched_op}
+         "mismatched-dtype": mismatched_dtype, "mismatched-op": mismatched_op,
+         "skipped-barrier": skipped_barrier}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("case", choices=sorted(CASES))
-    parser.add_argument("--timeout", type=float, default=5, help="seconds for every wait")
+    parser.add_argument("--timeout", type=float, default=5, help="seconds for every collective")
     args = parser.parse_args()
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
-    rank = dist.get_rank()
+    # env:// as the launcher sets it, in two steps so that only the collectives get the short
+    # --timeout: the store waits up to 60 s for every rank to start (importing torch takes a while
+    # on a busy machine), then the group's collectives wait --timeout.
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=rank == 0, timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=args.timeout))
     try:
         result = CASES[args.case](rank)
     except RuntimeError as e:

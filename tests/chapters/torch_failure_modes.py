@@ -14,6 +14,8 @@ TORCH_DISTRIBUTED_DEBUG=DETAIL, and checks what the chapter says PyTorch does:
                     "Detected mismatch between collectives"
   partial-collective without DETAIL the ranks fail only after the timeout, saying only that they
                     timed out or lost a peer; with DETAIL: "Detected mismatch between collectives"
+  skipped-barrier   monitored_barrier(wait_all_ranks=True) on Gloo: rank 0 fails naming rank 1
+                    ("Ranks 1 failed to pass monitoredBarrier in 2000 ms")
 Each job has a 60 s deadline. Exit 0 when every claim holds, 1 otherwise.
 """
 import os
@@ -44,9 +46,10 @@ def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     bin_dir, twin = sys.argv[1], sys.argv[2]
-    failures = []
+    failures, claims = [], []
 
     def claim(ok, what, output):
+        claims.append(what)
         print(("holds:  " if ok else "FAILS:  ") + what)
         if not ok:
             failures.append(what)
@@ -75,7 +78,11 @@ def main():
     claim(code != 0 and elapsed >= TIMEOUT_S and mismatch not in output,
           f"partial-collective without DETAIL: fails only after the {TIMEOUT_S} s timeout "
           f"(took {elapsed:.1f} s), without naming the calls", output)
-    print(f"{9 - len(failures)} of 9 claims hold")
+    code, output, _ = run(bin_dir, twin, "skipped-barrier", detail=False)
+    named = "[rank 0/2] error: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 2000 ms"
+    claim(code != 0 and named in output,
+          "skipped-barrier: monitored_barrier(wait_all_ranks=True) on rank 0 names rank 1", output)
+    print(f"{len(claims) - len(failures)} of {len(claims)} claims hold")
     sys.exit(1 if failures else 0)
 
 

@@ -20,7 +20,6 @@
 
 namespace {
 
-// --8<-- [start:checked_all_reduce]
 void checked_all_reduce(dist::Tensor& tensor, dist::ReduceOp op) {
   const dist::Tensor mine = dist::Tensor::from(std::vector<std::int64_t>{
       tensor.numel(), static_cast<std::int64_t>(tensor.dtype()), static_cast<std::int64_t>(op)});
@@ -37,7 +36,6 @@ void checked_all_reduce(dist::Tensor& tensor, dist::ReduceOp op) {
   if (!same) throw dist::Error("the ranks' all_reduce calls differ:" + table);
   dist::all_reduce(tensor, op);
 }
-// --8<-- [end:checked_all_reduce]
 
 }  // namespace
 
