@@ -39,21 +39,24 @@ Tensor example_tensor(std::int64_t rank, std::int64_t world, dist::Device device
   return dist::arange(world, dist::kInt64, device) + 1 + world * rank;
 }
 
-// What all_reduce must give, element i, summing or multiplying i + 1 + W r over the ranks r.
+// What all_reduce must give, element i, summing or multiplying i + 1 + W r over the ranks r. The
+// product outgrows int64 from 11 ranks on; int64 arithmetic then wraps modulo 2^64, in torch as in
+// this library, so the closed form wraps too (unsigned arithmetic, where wrapping is defined).
 Tensor closed_form(ReduceOp op, std::int64_t world) {
-  Tensor expected(world, dist::kInt64);
+  std::vector<std::int64_t> expected;
   for (std::int64_t i = 0; i < world; ++i) {
-    double value = op == ReduceOp::PRODUCT ? 1 : 0;
+    std::int64_t sum = 0;
+    std::uint64_t product = 1;
     for (std::int64_t r = 0; r < world; ++r) {
-      const double x = static_cast<double>(i + 1 + world * r);
-      if (op == ReduceOp::SUM) value += x;
-      if (op == ReduceOp::PRODUCT) value *= x;
+      sum += i + 1 + world * r;
+      product *= static_cast<std::uint64_t>(i + 1 + world * r);
     }
-    if (op == ReduceOp::MIN) value = static_cast<double>(i + 1);
-    if (op == ReduceOp::MAX) value = static_cast<double>(i + 1 + world * (world - 1));
-    expected.set(i, value);
+    if (op == ReduceOp::SUM) expected.push_back(sum);
+    if (op == ReduceOp::PRODUCT) expected.push_back(static_cast<std::int64_t>(product));
+    if (op == ReduceOp::MIN) expected.push_back(i + 1);
+    if (op == ReduceOp::MAX) expected.push_back(i + 1 + world * (world - 1));
   }
-  return expected;
+  return Tensor::from(expected);
 }
 
 // Every rank's tensor, in rank order: what all_gather gives every rank and gather gives one.
@@ -111,7 +114,7 @@ int main(int argc, char** argv) {
     int local_rank_arg = -1;  // -1: none passed (torchrun, or ddprun without --local-rank-arg)
     cli.add_int("--local-rank", &local_rank_arg,
                 "the local rank, as torch.distributed.launch passes it from torch 2.0 (ddprun "
-                "--local-rank-arg); it must equal LOCAL_RANK",
+                "--local-rank-arg); it must equal LOCAL_RANK; -1: none given",
                 0, 65535);
     cli.add_int("--local_rank", &local_rank_arg,
                 "the same, as torch 1.x's launcher spells it (ddprun --local-rank-arg=underscore)",
