@@ -1,6 +1,7 @@
 // The decks' diagrams, drawn as SVG from the same rules the code follows, so a picture cannot
 // show a schedule the code does not run:
 //   ring_all_reduce.svg  chapter 04's ring_all_reduce on 3 ranks, step by step
+//   collectives.svg      chapter 04's collectives on 3 ranks: each rank's buffers before and after
 //   rank_local_rank.svg  post B's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
 //   sampler.svg          DistributedSampler's padding and striding, and drop_last
 //   ddp_buckets.svg      chapter 09's gradient buckets, overlapping backward
@@ -86,6 +87,80 @@ export function ringAllReduce(world = 3) {
   });
   body += text(16, height - 10, `red border: the chunk that arrived in this step · each rank sends 2(W−1) = ${2 * (world - 1)} chunks of 1/W of the tensor`, { size: 14, fill: MUTED });
   return svg(width, height, body, `ring all-reduce on ${world} ranks`);
+}
+
+// Chapter 04's collectives, by the rules its main.cpp checks them against: rank r starts with post
+// C's tensor t_r = [1 + W r, ..., W + W r]; each entry below is one collective, with every rank's
+// buffers before and after the call. A buffer is a list of tensors (one tensor, or the list a
+// call takes or fills), a tensor a list of cells {value, from}: `from` is the set of ranks whose
+// values were combined into it. null: the rank has no such buffer (gather's non-roots get no list,
+// scatter's non-roots give none).
+export function postCTensor(rank, world) {
+  return Array.from({ length: world }, (_, i) => ({ value: i + 1 + world * rank, from: [rank] }));
+}
+
+export function collectiveSteps(world) {
+  const ranks = [...Array(world).keys()];
+  const t = (r) => postCTensor(r, world);
+  const all = ranks.map(t);
+  const sum = ranks.map((i) => ({ value: ranks.reduce((s, r) => s + i + 1 + world * r, 0), from: ranks }));
+  const mine = ranks.map((r) => [t(r)]);
+  return [
+    { name: 'broadcast', call: 'broadcast(t, src=0)', says: "every rank ends with rank 0's tensor",
+      before: mine, after: ranks.map(() => [t(0)]) },
+    { name: 'SUM', call: 'all_reduce(t, SUM)', says: 'every rank ends with the element-wise sum',
+      before: mine, after: ranks.map(() => [sum]) },
+    { name: 'reduce_scatter', call: 'reduce_scatter(out, pieces, SUM)', says: 'rank r ends with the sum of every rank\'s piece r',
+      before: ranks.map((r) => t(r).map((cell) => [cell])), after: ranks.map((r) => [[sum[r]]]) },
+    { name: 'all_gather', call: 'all_gather(list, t)', says: "every rank ends with every rank's tensor",
+      before: mine, after: ranks.map(() => all) },
+    { name: 'gather', call: 'gather(t, list, dst=0)', says: "rank 0 ends with every rank's tensor",
+      before: mine, after: ranks.map((r) => (r === 0 ? all : null)) },
+    { name: 'scatter', call: 'scatter(out, list, src=0)', says: "rank r ends with item r of rank 0's list",
+      before: ranks.map((r) => (r === 0 ? all : null)), after: mine },
+  ];
+}
+
+export function collectivesDiagram(world = 3) {
+  const steps = collectiveSteps(world);
+  const cell = 34, cellH = 28, listGap = 8, rowH = 36, labelW = 74, arrowW = 54;
+  const panelW = 580, panelH = 64 + world * rowH + 12, gapX = 24, gapY = 14, top = 46;
+  const width = 2 * panelW + gapX + 32, height = top + 3 * (panelH + gapY) + 22;
+  const bufferWidth = (buffer) => (buffer ? buffer.reduce((w, tensor) => w + tensor.length * cell, 0) + (buffer.length - 1) * listGap : 0);
+  const drawBuffer = (x, y, buffer, noneText) => {
+    if (!buffer) return text(x, y + 19, noneText, { size: 13, fill: MUTED });
+    let out = '', at = x;
+    for (const tensor of buffer) {
+      for (const { value, from } of tensor) {
+        const summed = from.length > 1;
+        out += rect(at + 1, y, cell - 2, cellH, { fill: summed ? '#d1fae5' : '#ffffff', stroke: summed ? '#059669' : RANK_COLOURS[from[0]], width: 2, rx: 3 });
+        out += text(at + cell / 2, y + 19, value, { size: 14, anchor: 'middle', weight: 'bold', mono: true, fill: summed ? INK : RANK_COLOURS[from[0]] });
+        at += cell;
+      }
+      at += listGap;
+    }
+    return out;
+  };
+  let body = text(16, 30, `Chapter 04's collectives on ${world} ranks: rank r starts with t_r = [1 + ${world}r, ..., ${world} + ${world}r]`, { size: 20, weight: 'bold' });
+  steps.forEach((step, k) => {
+    const px = 16 + (k % 2) * (panelW + gapX), py = top + Math.floor(k / 2) * (panelH + gapY);
+    const beforeW = Math.max(...step.before.map(bufferWidth), 3 * cell);
+    const ax = px + labelW + beforeW + 10;
+    body += rect(px, py, panelW, panelH, { fill: '#f9fafb', stroke: '#d1d5db', width: 1.2, rx: 8 });
+    body += text(px + 12, py + 24, step.call, { size: 16, weight: 'bold', mono: true });
+    body += text(px + 12, py + 44, step.says, { size: 13, fill: MUTED });
+    body += text(px + labelW, py + 60, 'before', { size: 12, fill: MUTED });
+    body += text(ax + arrowW, py + 60, 'after', { size: 12, fill: MUTED });
+    for (let r = 0; r < world; ++r) {
+      const y = py + 66 + r * rowH;
+      body += text(px + 12, y + 19, `rank ${r}`, { size: 14, weight: 'bold', fill: RANK_COLOURS[r] });
+      body += drawBuffer(px + labelW, y, step.before[r], step.name === 'scatter' ? 'gives no list' : '');
+      body += `<line x1='${ax}' y1='${y + cellH / 2}' x2='${ax + arrowW - 14}' y2='${y + cellH / 2}' stroke='${INK}' stroke-width='1.5' marker-end='url(#arrow)'/>`;
+      body += drawBuffer(ax + arrowW, y, step.after[r], 'gets no list');
+    }
+  });
+  body += text(16, height - 8, "a cell's colour: the rank its value came from · green: summed over every rank · the lists are what the call takes or fills", { size: 13, fill: MUTED });
+  return svg(width, height, body, `chapter 04's collectives on ${world} ranks`);
 }
 
 // Post B: 4 ranks, 2 on machine A and 2 on machine B. GROUP_RANK is the machine's index
@@ -223,6 +298,7 @@ export function ddpBuckets(trace = CH09_TRACE) {
 
 export const DIAGRAMS = {
   'ring_all_reduce.svg': () => ringAllReduce(3),
+  'collectives.svg': () => collectivesDiagram(3),
   'rank_local_rank.svg': rankLocalRank,
   'sampler.svg': () => sampler(10, 4),
   'ddp_buckets.svg': ddpBuckets,

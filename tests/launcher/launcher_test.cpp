@@ -397,20 +397,32 @@ TEST(Ddprun, KeepsTheRestOfTheEnvironmentButReplacesStaleLauncherVariables) {
   EXPECT_FALSE(contains(r.err, "OMP_NUM_THREADS")) << r.err;
 }
 
-TEST(Ddprun, AppendsTheLocalRankArgumentOnlyWhenAsked) {
-  const Result with =
-      run_ddprun({"--nproc-per-node", "2", "--local-rank-arg", PROBE_PATH, "--sleep", "0"});
-  const Result without = run_ddprun({"--nproc-per-node", "2", PROBE_PATH, "--sleep", "0"});
-  ASSERT_EQ(with.exit_code, 0) << with.err;
-  ASSERT_EQ(without.exit_code, 0) << without.err;
-  const std::vector<Probe> a = probes_in(with.out);
-  const std::vector<Probe> b = probes_in(without.out);
-  ASSERT_EQ(a.size(), 2u);
-  ASSERT_EQ(b.size(), 2u);
-  EXPECT_EQ(a[0].argv, "--sleep 0 --local_rank=0");
-  EXPECT_EQ(a[1].argv, "--sleep 0 --local_rank=1");
-  EXPECT_EQ(b[0].argv, "--sleep 0");
-  EXPECT_EQ(b[1].argv, "--sleep 0");
+// torch.distributed.launch passes the local rank right after the script, before the script's
+// own arguments: "--local-rank=N" from torch 2.0, "--local_rank=N" in 1.x; torchrun passes none.
+TEST(Ddprun, PassesTheLocalRankArgumentWhereAndAsTorchsLaunchDoesOnlyWhenAsked) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string rank0_argv, rank1_argv;
+  };
+  const std::vector<Case> cases = {
+      {{}, "--sleep 0", "--sleep 0"},
+      {{"--local-rank-arg"}, "--local-rank=0 --sleep 0", "--local-rank=1 --sleep 0"},
+      {{"--local-rank-arg=dash"}, "--local-rank=0 --sleep 0", "--local-rank=1 --sleep 0"},
+      {{"--local-rank-arg=underscore"}, "--local_rank=0 --sleep 0", "--local_rank=1 --sleep 0"},
+      {{"--local_rank_arg=underscore"}, "--local_rank=0 --sleep 0", "--local_rank=1 --sleep 0"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--nproc-per-node", "2"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    args.insert(args.end(), {PROBE_PATH, "--sleep", "0"});
+    SCOPED_TRACE(c.flags.empty() ? "no flag" : c.flags[0]);
+    const Result r = run_ddprun(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<Probe> p = probes_in(r.out);
+    ASSERT_EQ(p.size(), 2u);
+    EXPECT_EQ(p[0].argv, c.rank0_argv);
+    EXPECT_EQ(p[1].argv, c.rank1_argv);
+  }
 }
 
 TEST(Ddprun, PassesEverythingAfterProgramToTheProgram) {
@@ -612,6 +624,9 @@ TEST(Ddprun, RejectsBadFlagValuesWithExitCode2NamingTheFlagAndValue) {
       {{"--standalone", "--master-port", "1234", PROBE_PATH},
        {"--standalone", "--master-port '1234'"}},
       {{"--standalone=yes", PROBE_PATH}, {"--standalone", "'yes'"}},
+      {{"--local-rank-arg=yes", PROBE_PATH}, {"--local-rank-arg", "'yes'", "dash or underscore"}},
+      {{"--local-rank-arg=", PROBE_PATH}, {"--local-rank-arg", "''"}},
+      {{"--local_rank_arg=Underscore", PROBE_PATH}, {"--local_rank_arg", "'Underscore'"}},
       {{"--bogus", PROBE_PATH}, {"unknown flag '--bogus'"}},
       {{"--max_restarts=3", PROBE_PATH}, {"unknown flag '--max_restarts'"}},
       {{"--nproc-per-node"}, {"--nproc-per-node needs a value"}},
@@ -674,6 +689,9 @@ TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
                                     "--master-port",
                                     "--standalone",
                                     "--local-rank-arg",
+                                    "--local-rank=N",
+                                    "--local-rank-arg=underscore",
+                                    "--local_rank=N",
                                     "--grace-period",
                                     "--no-python",
                                     "--help",

@@ -9,7 +9,7 @@
 //   --sleep SECONDS         every other rank sleeps this long, then exits 0
 //   --ignore-sigterm        ignore SIGTERM, so that only SIGKILL can stop this rank
 //
-// Any other argument (such as --local_rank=N) is ignored; it only shows up in argv=.
+// Any other argument (such as --local-rank=N) is ignored; it only shows up in argv=.
 // It talks to no other rank: it tests the launcher, not communication.
 #include <unistd.h>
 

@@ -75,11 +75,22 @@ std::vector<std::string> environment_with(const Variables& vars) {
   return env;
 }
 
-// PROGRAM and its arguments, then --local_rank=N for programs written for
-// torch.distributed.launch, which passed the local rank as an argument instead of a variable.
+// PROGRAM and its arguments. With --local-rank-arg, the local rank goes right after PROGRAM,
+// before PROGRAM's own arguments, where torch.distributed.launch puts it (torch/distributed/
+// run.py, config_from_args): "--local-rank=N" from torch 2.0, "--local_rank=N" in torch 1.x.
 std::vector<std::string> rank_arguments(const Options& o, int local_rank) {
   std::vector<std::string> args = o.program;
-  if (o.local_rank_arg) args.push_back("--local_rank=" + std::to_string(local_rank));
+  const std::string n = std::to_string(local_rank);
+  switch (o.local_rank_arg) {
+    case Options::LocalRankArg::kNone:
+      break;
+    case Options::LocalRankArg::kDash:
+      args.insert(args.begin() + 1, "--local-rank=" + n);
+      break;
+    case Options::LocalRankArg::kUnderscore:
+      args.insert(args.begin() + 1, "--local_rank=" + n);
+      break;
+  }
   return args;
 }
 

@@ -60,12 +60,24 @@ int parse_nnodes(const Setting& s) {
   return s.integer(1, kMaxNnodes, "the number of machines, each running its own ddprun");
 }
 
-// A flag's dash spelling, an example value (empty for a switch, which takes none), and what
-// it sets. The table is the whole list: anything else before PROGRAM is an unknown flag.
+// --local-rank-arg's style: "dash" (bare), or "underscore" after '='.
+Options::LocalRankArg parse_local_rank_arg(const Setting& s) {
+  if (s.value == "dash") return Options::LocalRankArg::kDash;
+  if (s.value == "underscore") return Options::LocalRankArg::kUnderscore;
+  throw UsageError(s.spelled + " expects dash or underscore after '=', got '" + s.value + "'",
+                   "write --local-rank-arg to pass --local-rank=N (torch.distributed.launch "
+                   "from torch 2.0), or --local-rank-arg=underscore to pass --local_rank=N "
+                   "(torch 1.x)");
+}
+
+// A flag's dash spelling, an example value (empty for a switch, which takes none), what it
+// sets, and for a switch that may also be given "=VALUE", the value it means bare. The table is
+// the whole list: anything else before PROGRAM is an unknown flag.
 struct Flag {
   std::string_view name;
   std::string_view example;
   void (*apply)(Options&, const Setting&);
+  std::string_view bare = "";
 };
 
 constexpr Flag kFlags[] = {
@@ -103,7 +115,8 @@ constexpr Flag kFlags[] = {
                                     "e.g. --grace-period 3 or --grace-period 0.5");
      }},
     {"--standalone", "", [](Options& o, const Setting&) { o.standalone = true; }},
-    {"--local-rank-arg", "", [](Options& o, const Setting&) { o.local_rank_arg = true; }},
+    {"--local-rank-arg", "",
+     [](Options& o, const Setting& s) { o.local_rank_arg = parse_local_rank_arg(s); }, "dash"},
     // torchrun needs --no-python to run a program that is not a Python script; ddprun only
     // runs programs, so there is nothing to do, but the flag must not break a pasted line.
     {"--no-python", "", [](Options&, const Setting&) {}},
@@ -187,6 +200,9 @@ Options parse_options(int argc, char** argv) {
                          "write " + setting.spelled + " " + std::string(flag.example) + " or " +
                              setting.spelled + "=" + std::string(flag.example));
       }
+    } else if (!flag.bare.empty()) {
+      // Only "--flag=VALUE": in "--flag VALUE" the word after it is PROGRAM.
+      setting.value = eq != std::string::npos ? arg.substr(eq + 1) : std::string(flag.bare);
     } else if (eq != std::string::npos) {
       throw UsageError(setting.spelled + " takes no value, got '" + arg.substr(eq + 1) + "'",
                        "write just " + setting.spelled);
@@ -216,7 +232,12 @@ Options:
   --master-addr ADDR   the machine where rank 0 hosts the rendezvous (default 127.0.0.1)
   --master-port PORT   its TCP port, 1 to 65535, the same on every node (default 29500)
   --standalone         one machine: use 127.0.0.1 and a free port that ddprun picks
-  --local-rank-arg     also pass --local_rank=N to PROGRAM, as torch.distributed.launch did
+  --local-rank-arg     also pass --local-rank=N to PROGRAM (N: the rank's LOCAL_RANK), right
+                       after it, as torch.distributed.launch does from torch 2.0; scripts
+                       written for it parse that argument (torchrun passes none)
+  --local-rank-arg=underscore
+                       pass --local_rank=N instead, as torch.distributed.launch did in torch
+                       1.x (--local-rank-arg=dash is the same as --local-rank-arg)
   --grace-period S     seconds a rank gets between SIGTERM and SIGKILL when ddprun stops
                        it, more than 0 and at most 60 (default 3)
   --no-python          accepted and ignored, so torchrun command lines paste unchanged

@@ -21,7 +21,11 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool standalone = false;
-  bool local_rank_arg = false;
+  // --local-rank-arg: also pass the local rank as an argument, right after PROGRAM, where
+  // torch.distributed.launch puts it: "--local-rank=N" as torch 2.x spells it, or
+  // "--local_rank=N" as torch 1.x did. torchrun passes none (kNone, ddprun's default).
+  enum class LocalRankArg { kNone, kDash, kUnderscore };
+  LocalRankArg local_rank_arg = LocalRankArg::kNone;
   double grace_period_s = 3.0;
   std::vector<std::string> program;  // PROGRAM, then its own arguments
   std::string store_token;           // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
