@@ -344,7 +344,8 @@ std::int64_t BatchSampler::size() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-// --8<-- [start:make_data_sampler]
+// Post D's make_data_sampler, with torch 1.13's DistributedSampler where the post's (from
+// maskrcnn-benchmark) gives each rank a contiguous block and always shuffles.
 std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuffle,
                                            bool distributed) {
   if (distributed) {
@@ -354,7 +355,6 @@ std::shared_ptr<Sampler> make_data_sampler(std::int64_t dataset_size, bool shuff
   if (shuffle) return std::make_shared<RandomSampler>(dataset_size);
   return std::make_shared<SequentialSampler>(dataset_size);
 }
-// --8<-- [end:make_data_sampler]
 
 IterationBasedBatchSampler::IterationBasedBatchSampler(Sampler& sampler, std::int64_t batch_size,
                                                        std::int64_t num_iterations,

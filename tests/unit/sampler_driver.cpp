@@ -13,10 +13,13 @@
 //   weighted NUM_SAMPLES REPLACEMENT GEN PASSES W0 W1 ...
 // Booleans are 0/1. GEN is an integer (a dist::Generator seeded with it, shared by the passes,
 // as torch.Generator().manual_seed(GEN)) or "none:S" (no generator: the default generator,
-// seeded with S first, as torch.manual_seed(S)). NUM_SAMPLES -1 means "not given".
+// seeded with S first, as torch.manual_seed(S)). NUM_SAMPLES -1 means "not given", and so do W -1
+// and RANK -1 of a distributed case: the sampler asks the default group, which this program never
+// initialises (chapter 07 quotes the error that gives).
 #include <charconv>
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -78,8 +81,9 @@ dist::DistributedSampler distributed(std::istringstream& in) {
   const auto w = next<int>(in), rank = next<int>(in), shuffle = next<int>(in);
   const auto seed = next<std::int64_t>(in), epoch = next<std::int64_t>(in);
   const auto drop_last = next<int>(in);
-  dist::DistributedSampler sampler(n, {.num_replicas = w,
-                                       .rank = rank,
+  const auto given = [](int v) { return v == -1 ? std::nullopt : std::optional<int>(v); };
+  dist::DistributedSampler sampler(n, {.num_replicas = given(w),
+                                       .rank = given(rank),
                                        .shuffle = shuffle != 0,
                                        .seed = seed,
                                        .drop_last = drop_last != 0});
