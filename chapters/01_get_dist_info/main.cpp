@@ -1,8 +1,8 @@
 // Chapter 01 — get_dist_info: who am I, how many are we, and where do we meet?
 //
 // Every distributed program starts by asking its place in the job: its rank, the world_size, its
-// local_rank on this machine (which picks its GPU), and where rank 0 hosts the rendezvous. Seed
-// 000 asks with get_dist_info(), which it calls a PyTorch function; it is mmcv's, a small helper
+// local_rank on this machine (which picks its GPU), and where rank 0 hosts the rendezvous. Post
+// A asks with get_dist_info(), which it calls a PyTorch function; it is mmcv's, a small helper
 // over torch.distributed that answers rank 0 of 1 when no process group exists. This chapter asks
 // every one of those questions before init_process_group, after it, and after
 // destroy_process_group (post A's torch.distributed.finalize() does not exist), and checks each
@@ -72,9 +72,10 @@ bool agrees_with_launcher(const dist::DistInfo& info, const dist::LaunchEnv& env
   return ok && 0 <= info.local_rank && info.local_rank < info.local_world_size;
 }
 
-// --8<-- [start:ranks_present]
 // A one-hot vector with a 1 at this rank, summed over the ranks: all ones exactly when every rank
 // number 0..world_size-1 is held by one process (two processes with RANK=0 would give a 2).
+// all_reduce(t, SUM) adds t element by element over all ranks and leaves the sum in t on every
+// rank: the first collective of the tutorial; chapter 04 teaches it and the others.
 dist::Tensor ranks_present(int rank, int world, dist::Device device) {
   dist::Tensor one_hot = dist::zeros(world, dist::kInt64);
   one_hot.set(rank, 1);
@@ -82,13 +83,11 @@ dist::Tensor ranks_present(int rank, int world, dist::Device device) {
   dist::all_reduce(one_hot, dist::ReduceOp::SUM);
   return one_hot;
 }
-// --8<-- [end:ranks_present]
 
 }  // namespace
 
 int main(int argc, char** argv) {
   return dist::run_main([&] {
-    // --8<-- [start:step0_flags]
     // ---- Step 0: flags (--backend, --init-method, --timeout, --help), shared by every chapter
     dist::Cli cli("ch01_get_dist_info",
                   "Ask get_dist_info() and its friends who this rank is, before init, after it, "
@@ -96,9 +95,7 @@ int main(int argc, char** argv) {
     if (!cli.parse(argc, argv)) return dist::kExitOk;
     const dist::LaunchEnv env = dist::read_launch_env();  // what the launcher told this process
     bool ok = true;
-    // --8<-- [end:step0_flags]
 
-    // --8<-- [start:step1_before_init]
     // ---- Step 1: before init. No group exists yet: get_dist_info() answers like mmcv (rank 0
     // of 1, on every process), get_rank() refuses, get_local_rank() reads LOCAL_RANK.
     const dist::DistInfo before = dist::get_dist_info();
@@ -114,9 +111,7 @@ int main(int argc, char** argv) {
                 << " (LOCAL_RANK, set by the launcher)";
     ok = ok && !dist::is_initialized() && !before.initialized && before.rank == 0 &&
          before.world_size == 1 && refused && dist::get_local_rank() == env.local_rank.value_or(0);
-    // --8<-- [end:step1_before_init]
 
-    // --8<-- [start:step2_3_init]
     // ---- Step 2: join the group. Every rank blocks here until all world_size ranks arrive.
     dist::init_process_group(cli.init_options());
     const dist::DistInfo info = dist::get_dist_info();
@@ -131,15 +126,12 @@ int main(int argc, char** argv) {
     dist::out() << "get_dist_info(): backend " << info.backend << ", init_method "
                 << info.init_method << ", master " << master_text(info, env);
     ok = ok && agrees_with_launcher(info, env);
-    // --8<-- [end:step2_3_init]
 
-    // --8<-- [start:step4_friends]
     // ---- Step 4: the friends, one value each: the same answers, and the same as the launcher's
     dist::out() << "get_rank() = " << dist::get_rank()
                 << ", get_world_size() = " << dist::get_world_size()
                 << ", get_local_rank() = " << dist::get_local_rank()
                 << ", get_backend() = " << dist::get_backend();
-    // --8<-- [end:step4_friends]
 
     // ---- Step 5: every rank number is taken exactly once (an independent check across ranks)
     const dist::Tensor present = ranks_present(info.rank, info.world_size, dist::get_device());
@@ -150,7 +142,6 @@ int main(int argc, char** argv) {
                  << " on " << machines << (machines == 1 ? " machine, " : " machines, ")
                  << info.local_world_size << " per machine";
 
-    // --8<-- [start:step6_7_verdict]
     // ---- Step 6: one verdict for the job, then leave the group (torch: destroy_process_group();
     // post A's torch.distributed.finalize() does not exist). The verdict is an all_reduce with
     // MIN of a 0/1 flag: 1 only if every rank's checks held. Later chapters call this
@@ -166,7 +157,6 @@ int main(int argc, char** argv) {
                 << (dist::is_initialized() ? "true" : "false")
                 << ", get_dist_info() = " << rank_and_world(after);
     const bool after_ok = !dist::is_initialized() && after.rank == 0 && after.world_size == 1;
-    // --8<-- [end:step6_7_verdict]
     if (!after_ok) {  // no group is left to share this check: the rank says so itself
       dist::out() << "MISMATCH: after destroy_process_group() this rank still looks initialized";
       return dist::kExitFailure;

@@ -7,9 +7,11 @@
 // through a tcp:// URL and a file:// path, and prints which source won each time. It initialises
 // five times; destroy_process_group() between them makes that legal.
 //
-// You will learn: the order of precedence (explicit arguments, then the URL's query, then the
-// environment); env://, tcp://HOST:PORT and file:///PATH; why processes that each run alone
-// need a rendezvous of their own; where torch 1.13 differs from the dist library.
+// You will learn: this library's order of precedence (explicit arguments, then the URL's query,
+// then the environment) and torch's narrower rule (arguments or query, never both; only env://
+// reads the environment); env://, tcp://HOST:PORT and file:///PATH; why processes that each run
+// alone need a rendezvous of their own. The five cases are ones where torch and this library
+// agree, so the PyTorch twin runs them too; the README's table shows where they part.
 // Builds on: chapter 01 (init_process_group, get_dist_info, the shared flags).
 //
 // Run:   ./tutorial run 02
@@ -45,7 +47,6 @@ std::string rank_world(int rank, int world) {
   return "rank=" + std::to_string(rank) + " world_size=" + std::to_string(world);
 }
 
-// --8<-- [start:met_as]
 // Who init made this process, checked: the rank and world_size precedence predicts, and an
 // all_reduce of rank + 1 that gives W(W+1)/2 only if all W ranks of the group really met.
 bool met_as(const std::string& what, int want_rank, int want_world, Row& row) {
@@ -58,7 +59,6 @@ bool met_as(const std::string& what, int want_rank, int want_world, Row& row) {
   row.result = "rank " + std::to_string(rank) + " of " + std::to_string(world);
   return rank == want_rank && world == want_world && sum == std::int64_t{world} * (world + 1) / 2;
 }
-// --8<-- [end:met_as]
 
 // Removes RANK and WORLD_SIZE from this process's environment until it goes out of scope, so that
 // only the arguments can supply them. Changing the environment is safe here only because no other
@@ -142,24 +142,21 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     bool ok = true;
 
-    // --8<-- [start:step1_rule]
-    // ---- Step 1: the rule, printed once
-    dist::out0() << "where rank and world_size come from, first match wins (as in PyTorch):";
+    // ---- Step 1: the rule, printed once. This library's order is its own: torch never mixes
+    // arguments with a query (AssertionError), and only its env:// reads RANK and WORLD_SIZE.
+    dist::out0() << "where this library takes rank and world_size from (the first that gives one):";
     dist::out0() << "  1. arguments    rank=R, world_size=W passed to init_process_group";
-    dist::out0() << "  2. URL query    tcp://HOST:PORT?rank=R&world_size=W";
-    dist::out0() << "  3. environment  RANK, WORLD_SIZE (set by ddprun, torchrun, mpirun, srun)";
-    // --8<-- [end:step1_rule]
+    dist::out0()
+        << "  2. URL query    tcp://HOST:PORT?rank=R&world_size=W (torch: not together with 1.)";
+    dist::out0() << "  3. environment  RANK, WORLD_SIZE (torch: env:// only)";
 
-    // --8<-- [start:step2_env]
     // ---- Step 2: (a) the environment alone: env:// reads RANK, WORLD_SIZE, MASTER_ADDR/PORT
     dist::init_process_group(defaults);
     rows.push_back({"(a)", "env://", "-", "-", env_text, ""});
     ok &= met_as("(a) env://, " + env_text + " from the launcher", rank, world, rows.back());
     const std::string token = job_token();  // names the file:// rendezvous of (c) and (e)
     dist::destroy_process_group();
-    // --8<-- [end:step2_env]
 
-    // --8<-- [start:step3_arguments]
     // ---- Step 3: (b) explicit arguments alone: the environment no longer has RANK/WORLD_SIZE
     {
       const WithoutRankVariables unset;
@@ -172,9 +169,7 @@ int main(int argc, char** argv) {
                    rank, world, rows.back());
       dist::destroy_process_group();
     }
-    // --8<-- [end:step3_arguments]
 
-    // --8<-- [start:step4_both]
     // ---- Step 4: (c) both: the environment says world_size W, the call says 1. The call wins,
     // and every process becomes rank 0 of a world of 1 and runs alone, without waiting. Each
     // needs a rendezvous of its own: on env:// all W "rank 0"s would try to host a store at
@@ -188,9 +183,7 @@ int main(int argc, char** argv) {
     ok &= met_as("(c) file:// of its own, " + env_text + " set, " + rank_world(0, 1) + " passed", 0,
                  1, rows.back());
     dist::destroy_process_group();
-    // --8<-- [end:step4_both]
 
-    // --8<-- [start:step5_tcp]
     // ---- Step 5: (d) tcp://: the address in the URL, rank and world_size in its query. The
     // launcher's port is free again, and each init is a new generation of the store, so the
     // same port serves a third time.
@@ -202,9 +195,7 @@ int main(int argc, char** argv) {
     rows.push_back({"(d)", "tcp://", "-", query.substr(1), env_text, ""});
     ok &= met_as("(d) tcp://" + *env.master_addr + ":PORT" + query, rank, world, rows.back());
     dist::destroy_process_group();
-    // --8<-- [end:step5_tcp]
 
-    // --8<-- [start:step6_file]
     // ---- Step 6: (e) file://: one path every rank can open, no port at all. Arguments, not the
     // environment, so the same code runs with torch (its file:// ignores RANK/WORLD_SIZE).
     dist::InitOptions e = defaults;
@@ -218,7 +209,6 @@ int main(int argc, char** argv) {
     // One verdict for the job, over the last group: the MIN over ranks of "my cases were right".
     const bool job_ok = dist::all_ranks_ok(ok);
     dist::destroy_process_group();
-    // --8<-- [end:step6_file]
 
     // ---- Step 7: rank 0's table: the leftmost source that said something won
     dist::out0() << pad("case", 5) << pad("init_method", 18) << pad("arguments", 24)

@@ -6,7 +6,9 @@ It prints the same lines as ch02_init_methods; tests/chapters/chapter_check.py p
 
 Two places where torch 1.13 differs from the dist library, and what this twin does about them:
   * tcp:// and file:// never read RANK and WORLD_SIZE from the environment ("rank parameter
-    missing"): the twin passes them, in the URL's query or as arguments, as the C++ program does.
+    missing"), and arguments never mix with a query (AssertionError): the twin passes them in one
+    place, the URL's query or the arguments, as the C++ program does. torch_rule.py runs the
+    cases where the two differ.
   * Re-initialising on the same port is not reliable: torch keeps no generations, so a rank that
     re-initialises quickly can reach rank 0's previous store (and fail with "Connection reset by
     peer"), or find its old keys there and wait forever. The C++ program reuses MASTER_PORT for
@@ -73,10 +75,12 @@ def main():
     pad = lambda text, width: text.ljust(width)
 
     if rank == 0:
-        out("where rank and world_size come from, first match wins (as in PyTorch):")
+        # The C++ program's rule is the dist library's; torch's is narrower (torch_rule.py runs
+        # it). Every case below lies where the two agree, so the twin prints the same lines.
+        out("where this library takes rank and world_size from (the first that gives one):")
         out("  1. arguments    rank=R, world_size=W passed to init_process_group")
-        out("  2. URL query    tcp://HOST:PORT?rank=R&world_size=W")
-        out("  3. environment  RANK, WORLD_SIZE (set by ddprun, torchrun, mpirun, srun)")
+        out("  2. URL query    tcp://HOST:PORT?rank=R&world_size=W (torch: not together with 1.)")
+        out("  3. environment  RANK, WORLD_SIZE (torch: env:// only)")
 
     # (a) the environment alone. Rank 0 also draws the token for the file names and two fresh
     # ports, and broadcasts them.

@@ -23,7 +23,6 @@ inline void add_meeting_flags(dist::Cli& cli, MeetingPoint& meet, const std::str
                    " in another: either may start first.");
 }
 
-// --8<-- [start:set_master]
 // Like post B's os.environ['MASTER_PORT'] = '29501', except that it does not overwrite: a flag
 // wins, then a variable already in the environment, then post B's 127.0.0.1:29501. Returns
 // "ADDR:PORT".
@@ -40,6 +39,5 @@ inline std::string set_master(const MeetingPoint& meet) {
   choose("MASTER_PORT", meet.port, "29501");
   return *dist::env_value("MASTER_ADDR") + ":" + *dist::env_value("MASTER_PORT");
 }
-// --8<-- [end:set_master]
 
 }  // namespace ch03

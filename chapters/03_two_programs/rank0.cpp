@@ -42,7 +42,6 @@ void say_before_init(const std::string& text) {
 
 int main(int argc, char** argv) {
   return dist::run_main([&] {
-    // --8<-- [start:step0_flags]
     // ---- Step 0: flags: the shared ones, and where to meet
     dist::Cli cli("ch03_rank0",
                   "Rank 0 of post B's two-program world (try_rank0.py): start it and ch03_rank1 "
@@ -50,9 +49,7 @@ int main(int argc, char** argv) {
     ch03::MeetingPoint meet;
     ch03::add_meeting_flags(cli, meet, "ch03_rank1");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
-    // --8<-- [end:step0_flags]
 
-    // --8<-- [start:step1_2_join]
     // ---- Step 1: where to meet, set in our own environment as post B does
     std::string where = ch03::set_master(meet);
 
@@ -67,9 +64,7 @@ int main(int argc, char** argv) {
     say_before_init("waiting up to " + std::to_string(options.timeout.count() / 1000) +
                     " s for rank 1 at " + where + " (rank=0, world_size=2 passed)");
     dist::init_process_group(options);
-    // --8<-- [end:step1_2_join]
 
-    // --8<-- [start:step3_4_prove]
     // ---- Step 3: post B's line, and proof that the partner is really there
     const int rank = dist::get_rank(), world = dist::get_world_size();
     dist::out() << "Rank: " << rank << ", World size: " << world;
@@ -89,6 +84,5 @@ int main(int argc, char** argv) {
     dist::destroy_process_group();
     if (!job_ok) return dist::kExitFailure;
     return dist::kExitOk;
-    // --8<-- [end:step3_4_prove]
   });
 }

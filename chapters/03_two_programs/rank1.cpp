@@ -35,7 +35,6 @@ int main(int argc, char** argv) {
     ch03::add_meeting_flags(cli, meet, "ch03_rank0");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
 
-    // --8<-- [start:step1_2_join]
     // ---- Step 1: who we are and where to meet, in our own environment, as post B does.
     // RANK and WORLD_SIZE are this program's identity, so they overwrite whatever was there.
     ::setenv("RANK", "1", 1);
@@ -51,7 +50,6 @@ int main(int argc, char** argv) {
     dist::out() << "waiting up to " << options.timeout.count() / 1000 << " s for rank 0 at "
                 << where << " (RANK=1, WORLD_SIZE=2 set)";
     dist::init_process_group(options);
-    // --8<-- [end:step1_2_join]
 
     // ---- Step 3: post B's line, and the all_reduce that proves rank 0 is there
     const int rank = dist::get_rank(), world = dist::get_world_size();

@@ -7,8 +7,11 @@ They print the same lines as ch03_rank0 and ch03_rank1. (A C++ rank cannot meet 
 their stores speak different protocols.)
 
 What changed from post B: gloo instead of nccl (it runs without GPUs), MASTER_ADDR/MASTER_PORT
-set only when neither a flag nor the environment gives them, and a timeout. Post B says "start
-rank 0 first"; torch does not need that either: a TCPStore client retries until its timeout.
+set only when neither a flag nor the environment gives them, and a timeout (post B passes none:
+torch 1.13's default is 30 minutes). Post B says "start rank 0 first"; torch does not need that
+either: a TCPStore client retries until its timeout. If rank 1 never comes, torch 1.13's rank 0
+gives up after about twice the timeout, not once: its store first waits the timeout for rank 1
+to connect, then gloo waits again for rank 1's address (the README's "PyTorch 1.13 vs 2.x" box).
 """
 import argparse
 import datetime

@@ -5,7 +5,8 @@
 //   dist::all_reduce(t, dist::ReduceOp::SUM);
 //   dist::destroy_process_group();
 //
-// Where rank and world_size come from, first match wins (the same order as PyTorch):
+// Where rank and world_size come from, each on its own, for every init_method (this library's
+// rule; the first source that gives a value wins):
 //   1. explicit arguments: InitOptions::rank / world_size (>= 0 / >= 1; -1 means "not given");
 //   2. the init_method URL's query: tcp://host:port?rank=1&world_size=2;
 //   3. the environment: RANK / WORLD_SIZE (or OpenMPI's and Slurm's names, see dist/env.h).
@@ -13,8 +14,11 @@
 //   env://            rank 0 hosts a TCP store at MASTER_ADDR:MASTER_PORT (the default);
 //   tcp://host:port   the same, with the address in the URL;
 //   file:///path      a file every rank can reach (same machine, or a shared file system).
-// Unlike PyTorch, tcp:// and file:// also fall back to RANK/WORLD_SIZE from the environment,
-// so they work under ddprun unchanged.
+// PyTorch's rule is narrower (torch/distributed/rendezvous.py, 1.13 and 2.x alike): arguments
+// and a query never mix (an AssertionError if both give rank or world_size), tcp:// and file://
+// read only those two ("rank parameter missing"), and only env:// falls back to RANK and
+// WORLD_SIZE. Mixing sources and reading the environment for tcp:// and file:// (so they work
+// under ddprun unchanged) is this library's own extension; chapter 02 has the table.
 //
 // Taught in: chapter 01 (get_dist_info), chapter 02 (init methods), chapter 03 (two programs),
 // chapter 10 (monitored_barrier).
@@ -35,8 +39,11 @@
 
 namespace dist {
 
-// The default for every wait in a group: long enough for a person to start the second program
-// of chapter 03 by hand, short enough that a mistake ends in a message rather than a hang.
+// The default for every wait in a group, the rendezvous and every collective, on both backends:
+// long enough for a person to start the second program of chapter 03 by hand, short enough
+// that a mistake ends in a message rather than a hang. (torch's default differs by version and
+// backend: 30 minutes in 1.13, where an nccl collective is bounded only with NCCL_BLOCKING_WAIT
+// or NCCL_ASYNC_ERROR_HANDLING set; since 2.2, 10 minutes for nccl and 30 for gloo.)
 inline constexpr std::chrono::seconds kDefaultTimeout{60};
 
 struct InitOptions {
@@ -49,6 +56,9 @@ struct InitOptions {
   int world_size = -1;                                  // -1: from the URL or the environment
   int rank = -1;                                        // -1: from the URL or the environment
   std::chrono::milliseconds timeout = kDefaultTimeout;  // positive, at most dist::kMaxTimeout
+  // Names the group's keys in the store, as torch 1.13's group_name prefixes them. torch's
+  // default is "" (which 1.13 turns into "0"), not post B's 'default'; current PyTorch ignores
+  // the argument.
   std::string group_name = "default";
 };
 
