@@ -56,10 +56,10 @@ struct InitOptions {
   int world_size = -1;                                  // -1: from the URL or the environment
   int rank = -1;                                        // -1: from the URL or the environment
   std::chrono::milliseconds timeout = kDefaultTimeout;  // positive, at most dist::kMaxTimeout
-  // Names the group's keys in the store, as torch 1.13's group_name prefixes them. torch's
-  // default is "" (which 1.13 turns into "0"), not post B's 'default'; current PyTorch ignores
+  // Names the group's keys in the store, as torch 1.13's group_name prefixes them. The default
+  // is torch's, "" (which 1.13 turns into "0"), not post B's 'default'; current PyTorch ignores
   // the argument.
-  std::string group_name = "default";
+  std::string group_name;
 };
 
 // Joins the default process group. Blocks until all world_size ranks have joined or the timeout
