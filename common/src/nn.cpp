@@ -484,10 +484,15 @@ void CosineAnnealingLR::step() {
   optimizer_->set_lr(next);
 }
 
-std::string fingerprint(const std::vector<Parameter*>& parameters) {
+std::string fingerprint(const std::vector<Parameter*>& parameters,
+                        const std::vector<Tensor*>& buffers) {
   util::Fnv1a hash;
   for (const Parameter* p : parameters) {
     const std::vector<float> values = p->data.to_vector<float>();
+    hash.add(values.data(), values.size() * sizeof(float));
+  }
+  for (const Tensor* b : buffers) {
+    const std::vector<float> values = b->to_vector<float>();
     hash.add(values.data(), values.size() * sizeof(float));
   }
   char text[17];

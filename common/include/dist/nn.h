@@ -178,10 +178,12 @@ class CosineAnnealingLR {
   std::int64_t last_epoch_ = 0;
 };
 
-// A hash of every parameter's bits, in order (FNV-1a over their bytes), as 16 hex digits: equal
-// on two ranks, or between two runs, exactly when the bits are (barring a 1 in 2^64 collision).
-// How chapter 09 shows that DDP's replicas stay identical and that resuming a checkpoint ends
-// where the uninterrupted run ends.
-std::string fingerprint(const std::vector<Parameter*>& parameters);
+// A hash of every parameter's bits, then every buffer's (float32), in order (FNV-1a over their
+// bytes), as 16 hex digits: equal on two ranks, or between two runs, exactly when the bits are
+// (barring a 1 in 2^64 collision). How chapter 09 shows that DDP's replicas stay identical,
+// BatchNorm's running statistics included, and that resuming a checkpoint ends where the
+// uninterrupted run ends.
+std::string fingerprint(const std::vector<Parameter*>& parameters,
+                        const std::vector<Tensor*>& buffers = {});
 
 }  // namespace dist
