@@ -184,6 +184,7 @@ int main(int argc, char** argv) {
       const auto batches = batch_sampler.batches();  // a new pass: set_epoch's shuffle
       double loss_sum = 0;
       for (std::size_t step = 0; step < batches.size(); ++step) {
+        // --8<-- [start:train_step]
         const bool sync = (step + 1) % f.accumulate == 0 || step + 1 == batches.size();
         std::optional<dist::DistributedDataParallel::NoSync> local;
         if (!sync) local.emplace(*ddp);  // torch: with ddp.no_sync():
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
           optimizer.zero_grad();
           schedule.step();
         }
+        // --8<-- [end:train_step]
         loss_sum += loss.loss;
         progress(epoch, f.epochs, step, batches.size(), loss_sum / static_cast<double>(step + 1));
       }
@@ -226,9 +228,8 @@ int main(int argc, char** argv) {
     }
     if (f.throughput) dist::report_throughput(training_time, trained * world);  // equal shards
 
-    // ---- Step 6: the verdict. What DDP promises holds for any flags: the replicas are the same
-    // bits, parameters and buffers, and every test image was counted once. The accuracy is
-    // judged where it is known: the default run's floor, or --min-accuracy when given.
+    // ---- Step 6: the verdict. For any flags, DDP's promises: the same bits on every rank
+    // (parameters, buffers), each test image counted once. The accuracy only where it is known.
     const auto [correct, counted] = evaluated ? *evaluated : evaluate(model, *ddp, test, device);
     const std::string print = dist::fingerprint(model.parameters(), model.buffers());
     dist::out() << "replica fingerprint " << print;
