@@ -431,6 +431,13 @@ SGD::SGD(std::vector<Parameter*> params, double lr) : params_(std::move(params))
     throw ConfigError("SGD: the learning rate must be positive, got " + std::to_string(lr));
 }
 
+void SGD::set_lr(double lr) {
+  if (!(lr >= 0)) {
+    throw ConfigError("SGD: the learning rate must not be negative, got " + std::to_string(lr));
+  }
+  lr_ = lr;
+}
+
 void SGD::zero_grad() {
   for (Parameter* p : params_) p->grad.fill_(0);
 }
@@ -449,10 +456,43 @@ void SGD::step() {
   }
 }
 
-std::string fingerprint(const std::vector<Parameter*>& parameters) {
+CosineAnnealingLR::CosineAnnealingLR(SGD& optimizer, std::int64_t t_max, double eta_min)
+    : optimizer_(&optimizer), t_max_(t_max), eta_min_(eta_min), base_lr_(optimizer.lr()) {
+  if (t_max < 1) {
+    throw ConfigError(
+        "CosineAnnealingLR: t_max is the number of steps to anneal over, at least "
+        "1, got " +
+        std::to_string(t_max));
+  }
+}
+
+void CosineAnnealingLR::step() {
+  // torch 1.13's CosineAnnealingLR.get_lr(), for a schedule that started at step 0, term by term
+  // in the same order: the same doubles, and glibc's cos as Python's math.cos calls it.
+  constexpr double kPi = 3.141592653589793;  // Python's math.pi
+  const std::int64_t t = ++last_epoch_;
+  const double lr = optimizer_->lr();
+  double next = 0;
+  if ((t - 1 - t_max_) % (2 * t_max_) == 0) {  // just past the bottom: the cosine turns up
+    next = lr + (base_lr_ - eta_min_) * (1 - std::cos(kPi / static_cast<double>(t_max_))) / 2;
+  } else {
+    next = (1 + std::cos(kPi * static_cast<double>(t) / static_cast<double>(t_max_))) /
+               (1 + std::cos(kPi * static_cast<double>(t - 1) / static_cast<double>(t_max_))) *
+               (lr - eta_min_) +
+           eta_min_;
+  }
+  optimizer_->set_lr(next);
+}
+
+std::string fingerprint(const std::vector<Parameter*>& parameters,
+                        const std::vector<Tensor*>& buffers) {
   util::Fnv1a hash;
   for (const Parameter* p : parameters) {
     const std::vector<float> values = p->data.to_vector<float>();
+    hash.add(values.data(), values.size() * sizeof(float));
+  }
+  for (const Tensor* b : buffers) {
+    const std::vector<float> values = b->to_vector<float>();
     hash.add(values.data(), values.size() * sizeof(float));
   }
   char text[17];

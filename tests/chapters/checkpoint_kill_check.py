@@ -7,8 +7,8 @@ An uninterrupted --epochs 3 run gives the reference fingerprint and accuracy. Th
 job with --checkpoint F is killed with SIGKILL (ddprun and both ranks at once, as a lost machine
 or an OOM kill would) at a moment drawn at random over that run's length. After each kill:
   - F is absent (killed before the first epoch's save) or a whole checkpoint: its layout is read
-    here, independently of the chapter (magic, epochs done, every tensor's count and values, and
-    nothing after them);
+    here, independently of the chapter (magic, epochs planned and done, every tensor's count and
+    values, and nothing after them);
   - resuming from F (or starting again, when there is none) ends with the reference fingerprint
     and accuracy: a kill costs time, never the result.
 Each run has a 120 s deadline. Exit 0 when every trial holds.
@@ -37,13 +37,15 @@ def whole_checkpoint(path):
     """None when `path` is a complete checkpoint, else what is wrong with it."""
     with open(path, "rb") as f:
         data = f.read()
-    if data[:8] != b"DDPCKPT1":
+    if data[:8] != b"DDPCKPT2":
         return f"{len(data)} bytes without the magic"
     at = 8
-    (epochs,) = struct.unpack_from("<q", data, at)
-    at += 8
-    if not 1 <= epochs <= 3:
-        return f"says {epochs} epochs were done"
+    if len(data) < at + 16:
+        return f"ends at byte {len(data)}, inside the epochs"
+    planned, epochs = struct.unpack_from("<qq", data, at)
+    at += 16
+    if planned != 3 or not 1 <= epochs <= 3:
+        return f"says {epochs} of {planned} epochs were done"
     for expected in TENSORS:
         if at + 8 > len(data):
             return f"ends at byte {len(data)}, inside a tensor's count"
@@ -92,7 +94,7 @@ def main(argv):
                     failures.append(f"trial {trial} ({what}): the checkpoint is not whole: {broken}")
                     continue
                 with open(ckpt, "rb") as f:
-                    done = struct.unpack_from("<q", f.read(16), 8)[0]
+                    done = struct.unpack_from("<q", f.read(24), 16)[0]
                 again = run(bin_dir, data, "--epochs", "3", "--checkpoint", ckpt, "--resume")
                 how = f"resumed after epoch {done}"
             else:

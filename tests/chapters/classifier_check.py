@@ -3,8 +3,11 @@
 
   classifier_check.py BIN_DIR
 
-  1. resume: --epochs 1 --checkpoint F, then --epochs 3 --checkpoint F --resume, ends with the
-     parameters (fingerprint) and accuracy of an uninterrupted --epochs 3 run.
+  1. resume: --epochs 3 --stop-after 1 --checkpoint F, then --epochs 3 --checkpoint F --resume,
+     ends with the parameters and buffers (fingerprint) and accuracy of an uninterrupted
+     --epochs 3 run: the learning-rate schedule, too, picks up where it was. Resuming F with
+     --epochs 4 is refused (exit 2, naming the 3 epochs F was written for): the schedule anneals
+     over the epochs planned, so another plan is another run.
   2. buckets: overlapping backward or not never changes the bits (checked at 2 and 3 ranks); at 2
      ranks the bucket size does not either (a + b is b + a; from 3 ranks on, the order in which
      all_reduce adds the ranks' values depends on the bucket's size and on where a value sits in
@@ -26,7 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from ddprun import ddprun  # noqa: E402
 
-SMALL = ["--train-samples", "1024", "--test-samples", "500", "--min-accuracy", "0.6"]
+# The accuracy of these runs is reported, not judged (they are not the default run): what is
+# checked here is bits, counts and files.
+SMALL = ["--train-samples", "1024", "--test-samples", "500"]
 
 
 def run(bin_dir, data, *args, nproc=2, small=SMALL):
@@ -48,10 +53,16 @@ def main(argv):
     with tempfile.TemporaryDirectory() as tmp:
         data, ckpt, trace = f"{tmp}/data", f"{tmp}/ckpt.bin", f"{tmp}/trace"
         whole = run(bin_dir, data, "--epochs", "3")
-        run(bin_dir, data, "--epochs", "1", "--checkpoint", ckpt)
+        stopped = run(bin_dir, data, "--epochs", "3", "--stop-after", "1", "--checkpoint", ckpt)
         resumed = run(bin_dir, data, "--epochs", "3", "--checkpoint", ckpt, "--resume")
-        if resumed[:2] != whole[:2] or "resumed after epoch 1" not in resumed[2]:
+        if resumed[:2] != whole[:2] or "resumed after epoch 1" not in resumed[2] or \
+                "epoch 2/3" in stopped[2]:
             failures.append(f"resume: {resumed[:2]} differs from uninterrupted {whole[:2]}")
+        other = ddprun(bin_dir, 2, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *SMALL,
+                                    "--epochs", "4", "--checkpoint", ckpt, "--resume"],
+                       deadline=120)
+        if other.returncode != 2 or "written by a run of 3 epochs" not in other.stderr:
+            failures.append(f"resume with another plan: exit {other.returncode}\n{other.stderr}")
         one_bucket = run(bin_dir, data, "--epochs", "3", "--bucket-mb", "25", "--no-overlap")
         if one_bucket[0] != whole[0] or "1 gradient buckets" not in one_bucket[2]:
             failures.append(f"buckets: one bucket gave {one_bucket[0]}, overlap {whole[0]}")
@@ -65,12 +76,12 @@ def main(argv):
         local_bn = run(bin_dir, data, "--epochs", "3", "--no-sync-bn")
         if local_bn[0] == whole[0]:
             failures.append("--no-sync-bn gave the same parameters as SyncBatchNorm")
-        one_batch = ["--train-samples", "64", "--test-samples", "500", "--min-accuracy", "0"]
+        one_batch = ["--train-samples", "64", "--test-samples", "500"]
         k1, k64 = (run(bin_dir, data, "--epochs", "2", "--accumulate", k, small=one_batch)[0]
                    for k in ("1", "64"))
         if k1 != k64:
             failures.append(f"a short accumulation group: --accumulate 64 gave {k64}, 1 gave {k1}")
-        odd = ["--train-samples", "1088", "--test-samples", "500", "--min-accuracy", "0.5"]
+        odd = ["--train-samples", "1088", "--test-samples", "500"]
         _, _, text = run(bin_dir, data, "--epochs", "1", "--accumulate", "2", "--trace", trace,
                          small=odd)
         buckets = int(re.search(r"DDP: (\d+) gradient buckets", text).group(1))

@@ -148,6 +148,67 @@ TEST(Sgd, StepsAgainstTheGradientByTheLearningRate) {
   EXPECT_EQ(model.bias().data.item(0), 0.75);
 }
 
+// torch 1.13's own numbers, printed by
+//   opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=BASE)
+//   s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=T, eta_min=ETA)
+//   for _ in range(N): opt.step(); s.step(); print(repr(opt.param_groups[0]["lr"]))
+// Past T the rate climbs back up, and every value is torch's double to the bit (the recursion
+// torch uses is not the closed form: 385 of the 501 rates of T = 500 differ from it in the last
+// bits, see CosineAnnealingLR.FollowsTheClosedFormToRoundingOnly).
+TEST(CosineAnnealingLR, GivesTorchsLearningRatesToTheBit) {
+  const struct {
+    double base, eta_min;
+    std::int64_t t_max;
+    std::vector<double> torch;
+  } cases[] = {
+      {0.1,
+       0,
+       4,
+       {0.08535533905932738, 0.05, 0.014644660940672627, 0.0, 0.014644660940672622,
+        0.05000000000000001, 0.0853553390593274, 0.10000000000000003, 0.0853553390593274,
+        0.05000000000000003}},
+      {0.3,
+       0.01,
+       5,
+       {0.27230746418436735, 0.19980746418436734, 0.1101925358156326, 0.03769253581563263, 0.01,
+        0.037692535815632616, 0.11019253581563264, 0.19980746418436743, 0.27230746418436746,
+        0.3000000000000001, 0.2723074641843676, 0.19980746418436748}},
+  };
+  for (const auto& c : cases) {
+    dist::Linear model(1, 1, {{0}, {0}});
+    dist::SGD optimizer(model.parameters(), c.base);
+    dist::CosineAnnealingLR schedule(optimizer, c.t_max, c.eta_min);
+    EXPECT_EQ(schedule.lr(), c.base);
+    for (std::size_t k = 0; k < c.torch.size(); ++k) {
+      schedule.step();
+      EXPECT_EQ(schedule.last_epoch(), static_cast<std::int64_t>(k + 1));
+      EXPECT_EQ(optimizer.lr(), c.torch[k]) << "T_max " << c.t_max << ", step " << k + 1;
+    }
+  }
+}
+
+TEST(CosineAnnealingLR, FollowsTheClosedFormToRoundingOnly) {
+  dist::Linear model(1, 1, {{0}, {0}});
+  dist::SGD optimizer(model.parameters(), 0.1);
+  dist::CosineAnnealingLR schedule(optimizer, 500);
+  int differ = 0;
+  for (int t = 1; t <= 500; ++t) {
+    schedule.step();
+    const double closed = 0.1 * (1 + std::cos(3.141592653589793 * t / 500)) / 2;
+    EXPECT_NEAR(optimizer.lr(), closed, 1e-15) << "step " << t;
+    differ += optimizer.lr() != closed;
+  }
+  EXPECT_EQ(optimizer.lr(), 0.0);  // torch: 0.0 at T_max
+  EXPECT_EQ(differ, 385);          // torch: 385 of the 501 rates (the first is lr_0 in both)
+}
+
+TEST(CosineAnnealingLR, NeedsAtLeastOneStep) {
+  dist::Linear model(1, 1, {{0}, {0}});
+  dist::SGD optimizer(model.parameters(), 0.1);
+  EXPECT_TRUE(contains(config_error([&] { dist::CosineAnnealingLR(optimizer, 0); }),
+                       "t_max is the number of steps"));
+}
+
 TEST(Nn, BadShapesAndTypesAreConfigErrorsThatSayWhatToFix) {
   EXPECT_TRUE(contains(config_error([] {
                          dist::Linear(2, 2, {{1, 2, 3}, {0, 0}});

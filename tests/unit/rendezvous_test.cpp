@@ -103,6 +103,9 @@ TEST(Fingerprint, IsTheFnv1aOfTheParametersBytesInOrder) {
   dist::Parameter b{"bias", dist::Tensor::from<float>({-2.5f}), dist::Tensor::from<float>({0.f})};
   EXPECT_EQ(dist::fingerprint({&a, &b}), "09e629ee2dfdb3f8");
   EXPECT_NE(dist::fingerprint({&b, &a}), "09e629ee2dfdb3f8") << "the order of parameters counts";
+  // Buffers follow the parameters, hashed alike (chapter 09's BatchNorm running statistics).
+  EXPECT_EQ(dist::fingerprint({&a}, {&b.data}), "09e629ee2dfdb3f8");
+  EXPECT_NE(dist::fingerprint({&a}), "09e629ee2dfdb3f8") << "the buffers count";
 }
 
 }  // namespace

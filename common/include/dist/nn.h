@@ -15,7 +15,7 @@
 // cuda preset), each summing in double in a fixed order, so a run repeats bit for bit.
 //
 // Taught in: chapter 08 (ddp_linear: Linear, mse_loss, SGD) and chapter 09 (ddp_classifier:
-// ReLU, BatchNorm1d and SyncBatchNorm, cross_entropy).
+// ReLU, BatchNorm1d and SyncBatchNorm, cross_entropy, CosineAnnealingLR).
 // Built in: common/src/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
 // kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
@@ -147,16 +147,43 @@ class SGD {
   void zero_grad();  // every grad to 0 (torch 1.13 keeps zero tensors by default, as here)
   void step();       // p -= lr * p.grad, in float32 as torch computes it
   double lr() const { return lr_; }
+  // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
+  void set_lr(double lr);
 
  private:
   std::vector<Parameter*> params_;
   double lr_;
 };
 
-// A hash of every parameter's bits, in order (FNV-1a over their bytes), as 16 hex digits: equal
-// on two ranks, or between two runs, exactly when the bits are (barring a 1 in 2^64 collision).
-// How chapter 09 shows that DDP's replicas stay identical and that resuming a checkpoint ends
-// where the uninterrupted run ends.
-std::string fingerprint(const std::vector<Parameter*>& parameters);
+// torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max, eta_min): the learning rate
+// falls from the optimizer's initial one, lr_0, to eta_min along half a cosine over t_max calls
+// of step():  lr_t = eta_min + (lr_0 - eta_min) * (1 + cos(pi * t / t_max)) / 2.
+// Large steps early, while the model is far from a minimum; small ones late, so that the last
+// steps settle instead of jumping around it (chapter 09). As in torch, call step() after
+// optimizer.step(), once per step (or once per epoch, with t_max counted in epochs). Each new rate
+// is computed from the previous one as torch 1.13 computes it (a ratio of cosines, not the formula
+// above), so the same calls give torch's doubles to the bit; past t_max the rate climbs back up,
+// as torch's does. Resuming: a new schedule, step()ped as often as the run had stepped.
+class CosineAnnealingLR {
+ public:
+  CosineAnnealingLR(SGD& optimizer, std::int64_t t_max, double eta_min = 0);
+  void step();  // the next step's learning rate, set on the optimizer
+  std::int64_t last_epoch() const { return last_epoch_; }  // step() calls so far (torch's name)
+  double lr() const { return optimizer_->lr(); }
+
+ private:
+  SGD* optimizer_;
+  std::int64_t t_max_;
+  double eta_min_, base_lr_;
+  std::int64_t last_epoch_ = 0;
+};
+
+// A hash of every parameter's bits, then every buffer's (float32), in order (FNV-1a over their
+// bytes), as 16 hex digits: equal on two ranks, or between two runs, exactly when the bits are
+// (barring a 1 in 2^64 collision). How chapter 09 shows that DDP's replicas stay identical,
+// BatchNorm's running statistics included, and that resuming a checkpoint ends where the
+// uninterrupted run ends.
+std::string fingerprint(const std::vector<Parameter*>& parameters,
+                        const std::vector<Tensor*>& buffers = {});
 
 }  // namespace dist
