@@ -42,33 +42,39 @@ namespace {
 
 using Indices = std::vector<std::int64_t>;
 
-// One process taking the steps of a world of W ranks: at each step it joins the W ranks' batches
-// into one global batch and takes one SGD step on it. No communication at all: this is what DDP
-// must be equal to. Returns the epochs' mean losses.
+// The global batches of one epoch: at each step, the W ranks' batches joined into one, as the W
+// samplers of a world of W ranks (chapter 07) cut them.
+std::vector<Indices> global_batches(std::int64_t n, int world, int batch_size, int epoch,
+                                    int seed) {
+  std::vector<Indices> global;
+  for (int r = 0; r < world; ++r) {
+    dist::DistributedSampler sampler(n, {.num_replicas = world, .rank = r, .seed = seed});
+    sampler.set_epoch(epoch);
+    const std::vector<Indices> mine = dist::BatchSampler(sampler, batch_size, false).batches();
+    global.resize(mine.size());  // every rank has the same number of steps
+    for (std::size_t step = 0; step < mine.size(); ++step)
+      global[step].insert(global[step].end(), mine[step].begin(), mine[step].end());
+  }
+  return global;
+}
+
+// One process taking the steps of a world of W ranks: one SGD step on each global batch. No
+// communication at all: this is what DDP must equal. Returns the epochs' mean losses.
 std::vector<double> train_on_global_batches(dist::Linear& model, double lr, const ch08::Dataset& d,
                                             int world, int batch_size, int epochs, int seed) {
   dist::SGD optimizer(model.parameters(), lr);
-  std::vector<double> losses;
   const auto n = static_cast<std::int64_t>(d.x.size());
+  std::vector<double> losses;
   for (int epoch = 0; epoch < epochs; ++epoch) {
-    std::vector<std::vector<Indices>> per_rank;  // per_rank[r][step]: rank r's batch
-    for (int r = 0; r < world; ++r) {
-      dist::DistributedSampler sampler(n, {.num_replicas = world, .rank = r, .seed = seed});
-      sampler.set_epoch(epoch);
-      per_rank.push_back(dist::BatchSampler(sampler, batch_size, false).batches());
-    }
     double loss_sum = 0, count = 0;
-    for (std::size_t step = 0; step < per_rank[0].size(); ++step) {
-      Indices global;
-      for (int r = 0; r < world; ++r)
-        global.insert(global.end(), per_rank[r][step].begin(), per_rank[r][step].end());
-      auto [x, y] = ch08::batch_tensors(d, global, model.weight().data.device());
+    for (const Indices& batch : global_batches(n, world, batch_size, epoch, seed)) {
+      auto [x, y] = ch08::batch_tensors(d, batch, model.weight().data.device());
       optimizer.zero_grad();
       const dist::MseLoss loss = dist::mse_loss(model.forward(x), y);
       model.backward(loss.grad);
       optimizer.step();
-      loss_sum += loss.loss * static_cast<double>(global.size());
-      count += static_cast<double>(global.size());
+      loss_sum += loss.loss * static_cast<double>(batch.size());
+      count += static_cast<double>(batch.size());
     }
     losses.push_back(loss_sum / count);
   }

@@ -93,8 +93,10 @@ std::string weights_text(const dist::Linear& model, int decimals) {
 
 void print_losses(const std::vector<double>& losses) {
   for (std::size_t epoch = 0; epoch < losses.size(); ++epoch) {
-    dist::out0() << "epoch " << (epoch < 10 ? " " : "") << epoch << ": loss "
-                 << fixed(losses[epoch]);
+    if (epoch < 5 || (epoch + 1) % 5 == 0 || epoch + 1 == losses.size()) {
+      dist::out0() << "epoch " << (epoch < 10 ? " " : "") << epoch << ": loss "
+                   << fixed(losses[epoch]);
+    }
   }
 }
 

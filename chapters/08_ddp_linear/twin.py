@@ -158,8 +158,9 @@ def main():
         losses.append((sums[0] / sums[1]).item())
     if args.throughput:
         report_throughput(time.perf_counter() - started, args.epochs * len(sampler) * world)
-    for epoch, loss in enumerate(losses):
-        out0(f"epoch {epoch:2d}: loss {loss:.6f}")
+    for epoch, loss in enumerate(losses):  # the first five, then every fifth and the last
+        if epoch < 5 or (epoch + 1) % 5 == 0 or epoch + 1 == len(losses):
+            out0(f"epoch {epoch:2d}: loss {loss:.6f}")
 
     out(f"final: {weights(model, 8)}")
 
