@@ -95,12 +95,6 @@ def same_to_rounding(a, b):
     return abs(a - b) <= 1e-5 * max(1.0, abs(b))
 
 
-def all_ranks_ok(mine):
-    ok = torch.tensor([int(mine)])
-    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-    return ok.item() == 1
-
-
 def training_defaults(args):
     return (args.samples, args.batch_size, args.epochs, args.lr, args.seed) == (512, 8, 20, 0.01, 0)
 
@@ -174,11 +168,15 @@ def main():
     everyone = [torch.empty(2) for _ in range(world)]
     mine = torch.cat([model.weight.detach().flatten(), model.bias.detach()])
     dist.all_gather(everyone, mine)
-    identical = all_ranks_ok(all(torch.equal(t, mine) for t in everyone))
-    same_steps = all_ranks_ok(
-        all(same_to_rounding(a, b) for a, b in zip(losses, one_losses))
-        and same_to_rounding(model.weight.item(), one.weight.item())
-        and same_to_rounding(model.bias.item(), one.bias.item()))
+    same_steps = (all(same_to_rounding(a, b) for a, b in zip(losses, one_losses))
+                  and same_to_rounding(model.weight.item(), one.weight.item())
+                  and same_to_rounding(model.bias.item(), one.bias.item()))
+    # One verdict per promise for the job (dist::all_ranks_ok). The tensor stays alive until the
+    # process group is gone: torch 1.13's gloo worker thread could otherwise drop the last
+    # reference to it, and need the GIL, while the main thread destroys the group and waits for it.
+    verdicts = torch.tensor([int(all(torch.equal(t, mine) for t in everyone)), int(same_steps)])
+    dist.all_reduce(verdicts, op=dist.ReduceOp.MIN)
+    identical, same_steps = (v == 1 for v in verdicts.tolist())
     dw, db = abs(model.weight.item() - w_star), abs(model.bias.item() - b_star)
     judged = training_defaults(args) and world == 2  # the default run
     near = dw < 0.02 and db < 0.02
