@@ -82,6 +82,7 @@ void zero_first_failed(const ZeroFirstTurn& turn) noexcept {
 ZeroFirst::ZeroFirst(Leaders leaders)
     : turn_(detail::zero_first_begin(leaders)), uncaught_at_entry_(std::uncaught_exceptions()) {}
 
+// --8<-- [start:guard_destructor]
 ZeroFirst::~ZeroFirst() noexcept(false) {
   if (std::uncaught_exceptions() == uncaught_at_entry_) {
     detail::zero_first_end(turn_);  // left normally; may throw, hence noexcept(false)
@@ -89,5 +90,6 @@ ZeroFirst::~ZeroFirst() noexcept(false) {
     detail::zero_first_failed(turn_);  // left by an exception: throwing now would terminate
   }
 }
+// --8<-- [end:guard_destructor]
 
 }  // namespace dist

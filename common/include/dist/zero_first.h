@@ -65,37 +65,37 @@ ZeroFirstTurn zero_first_begin(Leaders leaders);
 void zero_first_end(const ZeroFirstTurn& turn);
 void zero_first_failed(const ZeroFirstTurn& turn) noexcept;
 
+// A leader runs `body`; if it throws, the waiting ranks are told before the exception goes on.
+template <class F>
+decltype(auto) run_or_tell(const ZeroFirstTurn& turn, F& body) {
+  try {
+    return std::invoke(body);
+  } catch (...) {
+    zero_first_failed(turn);
+    throw;
+  }
+}
+
 }  // namespace detail
 
 // Runs `body` on the leaders first, then on every other rank; returns what `body` returns. If a
 // leader's `body` throws, that exception comes out of zero_first on the leader, and the others get
 // dist::Error ("rank 0 failed inside zero_first ...") without running theirs.
+// --8<-- [start:zero_first]
 template <class F>
 std::invoke_result_t<F&> zero_first(F&& body, Leaders leaders = Leaders::kRank0) {
-  using Result = std::invoke_result_t<F&>;
-  const detail::ZeroFirstTurn turn = detail::zero_first_begin(leaders);
+  const detail::ZeroFirstTurn turn = detail::zero_first_begin(leaders);  // the others wait here
   if (!turn.leads) return std::invoke(body);  // the leaders are done: the data is there
-  if constexpr (std::is_void_v<Result>) {
-    try {
-      std::invoke(body);
-    } catch (...) {
-      detail::zero_first_failed(turn);  // tell the waiting ranks, then let the error go on
-      throw;
-    }
-    detail::zero_first_end(turn);
+  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+    detail::run_or_tell(turn, body);
+    detail::zero_first_end(turn);  // release the others; throws if another leader failed
   } else {
-    Result result = [&]() -> Result {
-      try {
-        return std::invoke(body);
-      } catch (...) {
-        detail::zero_first_failed(turn);
-        throw;
-      }
-    }();
+    std::invoke_result_t<F&> result = detail::run_or_tell(turn, body);
     detail::zero_first_end(turn);
     return result;
   }
 }
+// --8<-- [end:zero_first]
 
 // The same as a scope guard (the shape of post C's `with` block): the waiting ranks block in the
 // constructor, the leaders publish their status in the destructor, which tells a normal exit from
