@@ -75,14 +75,6 @@ std::uint64_t initial_seed();
 Tensor randint(std::int64_t low, std::int64_t high, std::int64_t n,
                Generator& generator = default_generator());
 
-// What iter(DataLoader) draws for its workers: torch.empty((), dtype=torch.int64).random_(
-// generator=loader.generator), from the default generator when the loader has none. Two 32-bit
-// draws, high word first, kept to 63 bits: a value in [0, 2^63).
-std::int64_t dataloader_base_seed(Generator& generator = default_generator());
-// The seed worker `worker_id` passes to torch.manual_seed and random.seed: base_seed + worker_id
-// (torch.utils.data.get_worker_info().seed, and torch.initial_seed() inside the worker).
-std::uint64_t dataloader_worker_seed(std::int64_t base_seed, int worker_id);
-
 // torch.use_deterministic_algorithms / torch.are_deterministic_algorithms_enabled (off by default).
 void use_deterministic_algorithms(bool on);
 bool are_deterministic_algorithms_enabled();
@@ -91,5 +83,13 @@ bool are_deterministic_algorithms_enabled();
 // deterministic switch. Call it with seed + rank, so that ranks draw different augmentations.
 void init_seeds(std::uint64_t seed, bool deterministic = true);
 // --8<-- [end:torch_api]
+
+// What iter(DataLoader) draws for its workers: torch.empty((), dtype=torch.int64).random_(
+// generator=loader.generator), from the default generator when the loader has none. Two 32-bit
+// draws, high word first, kept to 63 bits: a value in [0, 2^63).
+std::int64_t dataloader_base_seed(Generator& generator = default_generator());
+// The seed worker `worker_id` passes to torch.manual_seed and random.seed: base_seed + worker_id
+// (torch.utils.data.get_worker_info().seed, and torch.initial_seed() inside the worker).
+std::uint64_t dataloader_worker_seed(std::int64_t base_seed, int worker_id);
 
 }  // namespace dist
