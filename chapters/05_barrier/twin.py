@@ -4,10 +4,13 @@ Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.
     ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--no-barrier]
 It prints the same lines as ch05_barrier; tests/chapters/chapter_check.py parity compares them.
 
-torch_distributed_zero_first below is post C's context manager, unchanged. Note what it does
-when rank 0's body raises: the exception leaves at `yield`, rank 0 never reaches its barrier(), and
-the other ranks wait in theirs until the timeout (30 minutes by default). dist::ZeroFirst in C++
-publishes the failure instead (see common/include/dist/zero_first.h).
+zero_first below is post C's torch_distributed_zero_first with its barrier turned into an
+all_reduce(MIN) of a status, as dist::zero_first does in C++ (common/include/dist/zero_first.h).
+Post C's version, unchanged, skips rank 0's barrier() when rank 0's body raises: if rank 0's
+process then exits, the others fail at once (Gloo sees the connection close; a launcher stops the
+job), but if rank 0 catches the error and carries on, they wait in barrier() until the group's
+timeout (torch's default: 30 minutes on Gloo; on NCCL for ever in 1.13 unless NCCL_BLOCKING_WAIT
+or NCCL_ASYNC_ERROR_HANDLING is set, 10 minutes from 2.2). post_c_failures.py shows each case.
 """
 import argparse
 import contextlib
@@ -30,13 +33,27 @@ def out0(text):
 
 
 @contextlib.contextmanager
-def torch_distributed_zero_first(rank: int):
-    """Post C: make all processes wait for rank 0 to do something first."""
-    if rank not in [-1, 0]:
-        torch.distributed.barrier()
-    yield
+def zero_first(rank: int):
+    """Rank 0 runs the block first, the others after it; rank 0's failure reaches them at once."""
+    fine = torch.iinfo(torch.int32).max
+
+    def publish(status):
+        t = torch.tensor([status], dtype=torch.int32)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return t.item()
+
+    if rank > 0:
+        failed = publish(fine)  # waits until rank 0 has published
+        if failed != fine:
+            raise RuntimeError(f"rank {failed} failed inside zero_first")
+    try:
+        yield
+    except BaseException:
+        if rank == 0:
+            publish(0)  # tell the waiting ranks, then let rank 0's own error go on
+        raise
     if rank == 0:
-        torch.distributed.barrier()
+        publish(fine)
 
 
 def do_a(work_ms, use_barrier):
@@ -66,20 +83,19 @@ def write_file_atomically(path, text):
     os.replace(temp, path)
 
 
-def download(path, records, work_ms):
-    out(f"data set: not there, downloading it ({work_ms} ms)")
-    time.sleep(work_ms / 1000)
+def download(path, records, download_ms):
+    out(f"data set: not there, downloading it ({download_ms} ms)")
+    time.sleep(download_ms / 1000)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_file_atomically(path, "".join(f"{i}\n" for i in range(1, records + 1)))
 
 
-def prepare_data_set(path, records, work_ms, use_barrier):
-    guard = (torch_distributed_zero_first(dist.get_rank()) if use_barrier
-             else contextlib.nullcontext())
+def prepare_data_set(path, records, download_ms, use_barrier):
+    guard = zero_first(dist.get_rank()) if use_barrier else contextlib.nullcontext()
     downloaded = False
     with guard:
         if not os.path.exists(path):
-            download(path, records, work_ms)
+            download(path, records, download_ms)
             downloaded = True
         else:
             out("data set: found, nothing to download")
@@ -94,6 +110,7 @@ def main():
     parser.add_argument("--barrier", dest="barrier", action="store_true", default=True)
     parser.add_argument("--no-barrier", dest="barrier", action="store_false")
     parser.add_argument("--work-ms", type=int, default=200)
+    parser.add_argument("--download-ms", type=int, default=200)
     parser.add_argument("--records", type=int, default=1000)
     parser.add_argument("--data-dir", default="")
     parser.add_argument("--keep", action="store_true")
@@ -104,7 +121,8 @@ def main():
     data_dir = args.data_dir or f"/tmp/dist-ch05-{os.getuid()}-port{os.environ['MASTER_PORT']}"
     path = os.path.join(data_dir, "dataset.txt")
     out0(("with the barriers" if args.barrier else "without the barriers (--no-barrier)")
-         + f": A and the download take {args.work_ms} ms, {args.records} records")
+         + f": A takes {args.work_ms} ms, the download {args.download_ms} ms, "
+         f"{args.records} records")
 
     # Post C: if rank == 0: do_A(); barrier()  else: barrier(); do_B()
     if rank == 0:
@@ -127,7 +145,8 @@ def main():
         out0(f"order: B started before A ended on {early_bs} of the {world - 1} other rank"
              + ("" if world == 2 else "s"))
 
-    records, total, downloaded = prepare_data_set(path, args.records, args.work_ms, args.barrier)
+    records, total, downloaded = prepare_data_set(path, args.records, args.download_ms,
+                                                  args.barrier)
 
     read_all = records == args.records and total == args.records * (args.records + 1) // 2
     tally = torch.tensor([1 if downloaded else 0, 1 if read_all else 0], dtype=torch.int64)
@@ -146,21 +165,23 @@ def main():
     counts = (f"{downloads} download{'' if downloads == 1 else 's'} for {world} "
               f"rank{'' if world == 1 else 's'}")
     reads = f"every rank read {args.records} records"
+    early = f"{early_bs or 0} of {world - 1}" + (" (not checked)" if early_bs is None else "")
     if args.barrier and all_read and downloads <= 1 and (early_bs or 0) == 0:
         out0(f"OK: A ended before every B began, {counts}, {reads}")
         return 0
     if not args.barrier and all_read and world == 1:
         out0("OK: with 1 rank nothing can race; run with --nproc 2 or more")
         return 0
-    if not args.barrier and all_read and downloads > 1 and (early_bs is None or early_bs > 0):
-        out0("OK: without the barriers the race showed: B began before A ended on "
-             f"{early_bs or 0} of {world - 1}, {counts}; the atomic writes still gave every rank "
-             "a whole file")
+    if not args.barrier and all_read:
+        race_showed = downloads > 1 and (early_bs is None or early_bs > 0)
+        out0("OK: without the barriers "
+             + ("the race showed" if race_showed
+                else "nothing ordered the ranks, though this run did not show the whole race")
+             + f": B began before A ended on {early}, {counts}; the atomic writes still gave "
+             "every rank a whole file")
         return 0
-    out0(f"MISMATCH: {counts}, early Bs: {'not checked' if early_bs is None else early_bs}, "
-         f"every rank read everything: {'yes' if all_read else 'no'}"
-         + ("" if args.barrier else " (no race seen: a data set left by --keep, or --work-ms too "
-                                    "small to lose the race?)"))
+    out0(f"MISMATCH: {counts}, early Bs: {early}, every rank read everything: "
+         f"{'yes' if all_read else 'no'}")
     return 1
 
 

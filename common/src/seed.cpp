@@ -2,6 +2,7 @@
 #include "dist/seed.h"
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "dist/check.h"
@@ -56,6 +57,19 @@ Tensor randint(std::int64_t low, std::int64_t high, std::int64_t n, Generator& g
     v[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(low) + draw % range);
   }
   return values;
+}
+
+std::int64_t dataloader_base_seed(Generator& generator) {
+  // random_() on an int64 tensor: random64() % (INT64_MAX + 1), that is the low 63 bits.
+  return static_cast<std::int64_t>(generator.random64() & static_cast<std::uint64_t>(INT64_MAX));
+}
+
+std::uint64_t dataloader_worker_seed(std::int64_t base_seed, int worker_id) {
+  if (worker_id < 0) {
+    throw ConfigError("dataloader_worker_seed: worker_id = " + std::to_string(worker_id) +
+                      " must be 0 or more");
+  }
+  return static_cast<std::uint64_t>(base_seed) + static_cast<std::uint64_t>(worker_id);
 }
 
 void use_deterministic_algorithms(bool on) {

@@ -1,6 +1,7 @@
 // dist/seed.h and dist/zero_first.h's file writer, without processes: the generator against an
-// independent std::mt19937, randint's two draw widths and its errors, and atomic writes. (Chapter
-// 06's parity test compares the same draws with PyTorch's.)
+// independent std::mt19937, randint's two draw widths and its errors, a DataLoader's worker seeds
+// (against std::mt19937 and torch's answers), and atomic writes. (Chapter 06's parity test
+// compares the same draws with PyTorch's, a real DataLoader's included.)
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "dist/seed.h"
 #include "dist/zero_first.h"
@@ -71,6 +73,42 @@ TEST(Randint, RefusesAnEmptyRangeAndANegativeCount) {
   EXPECT_THROW(dist::randint(5, 5, 1), dist::ConfigError);
   EXPECT_THROW(dist::randint(0, 10, -1), dist::ConfigError);
   EXPECT_EQ(dist::randint(0, 10, 0).numel(), 0);
+}
+
+// The base seed of a DataLoader's workers, against an independent std::mt19937 (two draws, high
+// word first, low 63 bits) and against torch 1.13's own answers:
+//   torch.manual_seed(s); torch.empty((), dtype=torch.int64).random_().item()
+TEST(DataLoaderSeeds, BaseSeedIsTwoDrawsHighWordFirstKeptTo63Bits) {
+  for (std::uint64_t seed : {0ULL, 1ULL, 7ULL, 123456789ULL}) {
+    dist::Generator g(seed);
+    std::mt19937 reference(static_cast<std::uint32_t>(seed));
+    const std::uint64_t high = reference(), low = reference();
+    EXPECT_EQ(dist::dataloader_base_seed(g),
+              static_cast<std::int64_t>(((high << 32) | low) & 0x7fffffffffffffffULL));
+  }
+  const auto base = [](std::uint64_t seed) {
+    dist::Generator g(seed);
+    return dist::dataloader_base_seed(g);
+  };
+  EXPECT_EQ(base(0), 900450186894289455);
+  EXPECT_EQ(base(1), 7692698082559361259);
+  EXPECT_EQ(base(7), 1407639518939636932);
+  EXPECT_EQ(base((std::uint64_t{1} << 32) + 5), 4095051218741643470);
+}
+
+// Worker w's first draws: torch.manual_seed(base_seed + w) in the worker, then
+// torch.randint(0, 1000, (3,)); the answers a real DataLoader (num_workers=2) gave after
+// torch.manual_seed(0) in torch 1.13.
+TEST(DataLoaderSeeds, WorkerWDrawsFromBaseSeedPlusW) {
+  const std::int64_t base = 900450186894289455;
+  EXPECT_EQ(dist::dataloader_worker_seed(base, 1), 900450186894289456u);
+  dist::Generator worker0(dist::dataloader_worker_seed(base, 0));
+  dist::Generator worker1(dist::dataloader_worker_seed(base, 1));
+  EXPECT_EQ(dist::randint(0, 1000, 3, worker0).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{906, 10, 804}));
+  EXPECT_EQ(dist::randint(0, 1000, 3, worker1).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{724, 2, 724}));
+  EXPECT_THROW(dist::dataloader_worker_seed(base, -1), dist::ConfigError);
 }
 
 std::string read(const std::string& path) {

@@ -1,17 +1,19 @@
 // Chapter 05, exercise 2 — rank 0's download fails: the others must get an error, not a hang.
 //
-// The exercise: "Make rank 0 throw inside the ZeroFirst block, as a failed download would. What
-// do the waiting ranks see, and when? What would they see with post C's context manager?"
+// The exercise: "Make rank 0 throw inside dist::zero_first, as a failed download would. What do
+// the waiting ranks see, and when? What would they see with post C's context manager?"
 //
-// The solution: the waiting ranks sit in ZeroFirst's constructor. When rank 0 leaves the block by
-// an exception, ~ZeroFirst still joins the collective, with "rank 0 failed" instead of "fine"; so
-// the waiting ranks throw dist::Error at once ("rank 0 failed inside its ZeroFirst block"), not a
-// TimeoutError after --timeout. With post C's version (barrier after `yield`), rank 0's
-// exception skips its barrier: the others would wait the whole timeout, 30 minutes by default in
-// PyTorch, and then fail with a message that says nothing about the download.
+// The solution: the waiting ranks sit in zero_first's collective, an all_reduce(MIN) of a status.
+// When rank 0's callable throws, zero_first still joins that collective, with "rank 0 failed"
+// instead of "fine", and then lets rank 0's own exception go on; so the waiting ranks throw
+// dist::Error at once ("rank 0 failed inside zero_first"), without running their callable, not a
+// TimeoutError after --timeout. With post C's version (a barrier after `yield`), rank 0's
+// exception skips its barrier: if rank 0's process exits, Gloo peers see the connection close
+// (and a launcher stops the job); if rank 0 catches the error and carries on, the others wait
+// for the whole timeout and then fail with a message that says nothing about the download.
 //
 // Every rank catches its error and checks it is the right one; then the group is still usable
-// (each rank made exactly one collective call in the guard), so they agree on a verdict.
+// (each rank made exactly one collective call in zero_first), so they agree on a verdict.
 //
 // Run: ddprun --standalone --nproc-per-node 3 ch05_barrier_ex2
 #include <dist/dist.h>
@@ -24,17 +26,19 @@ namespace {
 
 enum class Outcome { kNoError, kRightError, kTimeout, kWrongError };
 
-// Runs the guarded "download" and says which error this rank saw.
+// Runs the "download" with rank 0 first and says which error this rank saw (and prints it).
 Outcome guarded_download(int rank, bool& body_ran) {
   try {
-    dist::ZeroFirst first;  // ranks 1.. wait here for rank 0
-    body_ran = true;
-    if (first.leads()) throw dist::Error("download failed: the mirror answered 404 (on purpose)");
+    dist::zero_first([&] {
+      body_ran = true;
+      if (rank == 0) throw dist::Error("download failed: the mirror answered 404 (on purpose)");
+    });
   } catch (const dist::TimeoutError&) {
     return Outcome::kTimeout;
   } catch (const dist::Error& e) {
     const std::string what = e.what();
-    const std::string want = rank == 0 ? "404" : "rank 0 failed inside its ZeroFirst block";
+    dist::out() << "error: " << what;
+    const std::string want = rank == 0 ? "404" : "rank 0 failed inside zero_first";
     return what.find(want) != std::string::npos ? Outcome::kRightError : Outcome::kWrongError;
   }
   return Outcome::kNoError;
@@ -45,7 +49,7 @@ Outcome guarded_download(int rank, bool& body_ran) {
 int main(int argc, char** argv) {
   return dist::run_main([&] {
     dist::Cli cli("ch05_barrier_ex2",
-                  "Rank 0 fails inside ZeroFirst; the others learn it at once.");
+                  "Rank 0 fails inside zero_first; the others learn it at once.");
     if (!cli.parse(argc, argv)) return dist::kExitOk;
     dist::init_process_group(cli.init_options());
     const int rank = dist::get_rank();

@@ -23,6 +23,14 @@
 //                                        (a GPU kernel adding floats with atomics, in whatever
 //                                        order the threads arrive) must ask the switch.
 //
+// DataLoader workers (torch.utils.data, the same in 1.13 and today's 2.x): each time an epoch
+// starts (iter(loader)), the loader draws one base_seed from its generator, and worker w seeds
+// torch and Python's random with base_seed + w (NumPy with a hash of both) before it loads
+// anything. So a worker's augmentations follow from the generator of the rank that started it: the
+// same seed on every rank gives worker w of every rank the same draws. dataloader_base_seed and
+// dataloader_worker_seed compute those seeds, bit for bit (chapter 06's parity test runs a real
+// DataLoader beside them).
+//
 // Without init_seeds the default generator is seeded from std::random_device, so an unseeded
 // program draws differently on every run, as PyTorch's default generator does. Generators are
 // not thread-safe: give each thread its own.
@@ -75,5 +83,13 @@ bool are_deterministic_algorithms_enabled();
 // deterministic switch. Call it with seed + rank, so that ranks draw different augmentations.
 void init_seeds(std::uint64_t seed, bool deterministic = true);
 // --8<-- [end:torch_api]
+
+// What iter(DataLoader) draws for its workers: torch.empty((), dtype=torch.int64).random_(
+// generator=loader.generator), from the default generator when the loader has none. Two 32-bit
+// draws, high word first, kept to 63 bits: a value in [0, 2^63).
+std::int64_t dataloader_base_seed(Generator& generator = default_generator());
+// The seed worker `worker_id` passes to torch.manual_seed and random.seed: base_seed + worker_id
+// (torch.utils.data.get_worker_info().seed, and torch.initial_seed() inside the worker).
+std::uint64_t dataloader_worker_seed(std::int64_t base_seed, int worker_id);
 
 }  // namespace dist

@@ -1,0 +1,211 @@
+"""When do the other ranks hang if rank 0 fails inside post C's torch_distributed_zero_first?
+
+Checked with PyTorch (gloo) on this machine, case by case. Each case starts two ranks by hand
+(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set for each, as two terminals would), so that no
+launcher stops the job for us, except the case that shows what a launcher does. The group's
+timeout is 5 s here so that a hang ends quickly; PyTorch's default is 30 minutes.
+
+  exits         rank 0's body raises and rank 0's process exits: rank 1, waiting in barrier(),
+                fails as soon as the connection closes ("Connection closed by peer")
+  launcher      the same under a launcher (ddprun here; torchrun likewise stops the ranks it
+                started when one fails): the job ends at once
+  carries_on    rank 0 catches the error and carries on: rank 1 waits in barrier() for the whole
+                timeout ("Timed out waiting 5000ms for recv operation to complete")
+  next_barrier  rank 0 catches the error, and its next barrier() pairs with the one rank 1 is
+                waiting in: rank 1 is let into the body, and finds no data set
+  published     the fix, zero_first below (dist::zero_first's protocol): rank 1 is told at once
+                that rank 0 failed, and rank 0's own error goes on unchanged
+
+usage: post_c_failures.py DDPRUN          run every case and check it (the test
+                                          05_barrier_post_c_failures); exit 0 when all hold
+       post_c_failures.py --rank CASE     one rank of one case (started by the above)
+"""
+import contextlib
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+PYTHON = "/usr/bin/python3"
+TIMEOUT_S = 5
+DEADLINE_S = 60  # for a whole case; nothing here may hang
+
+
+# ---- What the ranks run -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def torch_distributed_zero_first(rank):
+    """Post C's context manager, unchanged."""
+    import torch
+    if rank not in [-1, 0]:
+        torch.distributed.barrier()
+    yield
+    if rank == 0:
+        torch.distributed.barrier()
+
+
+@contextlib.contextmanager
+def zero_first(rank):
+    """Post C's context manager with its barrier turned into an all_reduce(MIN) of a status, as
+    dist::zero_first does: a waiting rank learns whether rank 0's body succeeded."""
+    import torch
+    import torch.distributed as dist
+    fine = torch.iinfo(torch.int32).max
+
+    def publish(status):
+        t = torch.tensor([status], dtype=torch.int32)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return t.item()
+
+    if rank > 0:
+        failed = publish(fine)
+        if failed != fine:
+            raise RuntimeError(f"rank {failed} failed inside zero_first")
+    try:
+        yield
+    except BaseException:
+        if rank == 0:
+            publish(0)  # tell the waiting ranks, then let rank 0's own error go on
+        raise
+    if rank == 0:
+        publish(fine)
+
+
+def rank_main(case):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    rank = dist.get_rank()
+    data = os.path.join(os.environ["CASE_DIR"], "dataset.txt")  # never written: the download fails
+    guard = zero_first if case == "published" else torch_distributed_zero_first
+    start = time.monotonic()
+    try:
+        with guard(rank):
+            if rank == 0:
+                raise OSError("download failed: the mirror answered 404 (on purpose)")
+            with open(data) as f:
+                f.read()
+    except Exception as e:  # noqa: BLE001 (every outcome is reported)
+        print(f"rank {rank}: after {time.monotonic() - start:.1f} s: {type(e).__name__}: {e}",
+              flush=True)
+        if rank != 0 or case in ("exits", "launcher", "published"):
+            raise
+        # Rank 0 catches its error and carries on with other work: until rank 1 has given up
+        # (its report file appears), or, in next_barrier, into its next barrier().
+        if case == "next_barrier":
+            dist.barrier()
+            print("rank 0: its next barrier() went through", flush=True)
+        else:
+            report = os.path.join(os.environ["CASE_DIR"], "rank1.done")
+            deadline = time.monotonic() + DEADLINE_S
+            while not os.path.exists(report) and time.monotonic() < deadline:
+                time.sleep(0.1)
+    finally:
+        if rank == 1:
+            open(os.path.join(os.environ["CASE_DIR"], "rank1.done"), "w").close()
+
+
+# ---- The cases, checked ---------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def by_hand(case, case_dir):
+    """Two ranks started by hand; returns [(exit code, output)] per rank."""
+    port = free_port()
+    ranks = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), CASE_DIR=case_dir)
+        ranks.append(subprocess.Popen([PYTHON, __file__, "--rank", case], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    results = []
+    for p in ranks:
+        try:
+            out, _ = p.communicate(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            out += "\n(killed at the deadline)"
+        results.append((p.returncode, out))
+    return results
+
+
+def under_ddprun(ddprun, case_dir):
+    env = dict(os.environ, CASE_DIR=case_dir)
+    run = subprocess.run([ddprun, "--standalone", "--nproc-per-node", "2", PYTHON, __file__,
+                          "--rank", "launcher"], env=env, text=True, capture_output=True,
+                         timeout=DEADLINE_S, check=False)
+    return run.returncode, run.stdout + run.stderr
+
+
+def last_line(text, rank):
+    lines = [line for line in text.splitlines() if line.startswith(f"rank {rank}:")]
+    return lines[-1] if lines else "(no report)"
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--rank":
+        rank_main(argv[2])
+        return 0
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    ddprun = argv[1]
+    failures = 0
+
+    def verdict(case, holds, what, evidence):
+        nonlocal failures
+        failures += 0 if holds else 1
+        print(f"{case}: {'' if holds else 'NOT '}{what}\n    {evidence}")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        def fresh(case):
+            path = os.path.join(scratch, case)
+            os.makedirs(path)
+            return path
+
+        (code0, out0), (code1, out1) = by_hand("exits", fresh("exits"))
+        verdict("exits", code0 != 0 and code1 != 0 and "Connection closed by peer" in out1
+                and "Timed out" not in out1,
+                "rank 1 failed as soon as rank 0's process was gone, no timeout",
+                last_line(out1, 1))
+
+        start = time.monotonic()
+        code, out = under_ddprun(ddprun, fresh("launcher"))
+        took = time.monotonic() - start
+        verdict("launcher", code != 0 and "first failure: rank 0" in out and "Timed out" not in out,
+                "the launcher ended the job when rank 0 failed, no timeout",
+                f"ddprun exited {code} after {took:.1f} s: "
+                + next((line for line in out.splitlines() if "first failure" in line), out[-200:]))
+
+        (code0, out0), (code1, out1) = by_hand("carries_on", fresh("carries_on"))
+        verdict("carries_on", code0 == 0 and code1 != 0
+                and f"Timed out waiting {TIMEOUT_S * 1000}ms for recv operation to complete" in out1,
+                f"rank 1 waited in barrier() for the whole timeout ({TIMEOUT_S} s here)",
+                last_line(out1, 1))
+
+        (code0, out0), (code1, out1) = by_hand("next_barrier", fresh("next_barrier"))
+        verdict("next_barrier", code0 == 0 and code1 != 0 and "FileNotFoundError" in out1,
+                "rank 0's next barrier() let rank 1 into the body, which found no data set",
+                last_line(out1, 1))
+
+        (code0, out0), (code1, out1) = by_hand("published", fresh("published"))
+        verdict("published", code0 != 0 and "OSError: download failed" in out0 and code1 != 0
+                and "RuntimeError: rank 0 failed inside zero_first" in out1
+                and "Timed out" not in out1,
+                "rank 1 was told at once that rank 0 failed; rank 0 kept its own error",
+                last_line(out1, 1))
+
+    print("OK: post C's guard hangs the others only where rank 0 lives on; publishing the status "
+          "tells them at once" if not failures else f"MISMATCH: {failures} case(s) did not hold")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
