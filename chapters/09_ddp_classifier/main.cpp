@@ -129,13 +129,12 @@ int main(int argc, char** argv) {
     dist::Timeline* t = f.trace_dir.empty() ? nullptr : &timeline;
     if (t != nullptr) timeline.name_this_thread("main");
     const std::string data = prepared_path(f);
-    {
-      const dist::ZeroFirst rank0_first;  // post C's torch_distributed_zero_first
-      if (rank0_first.leads() && !std::filesystem::exists(data)) {
-        prepare(data, f.train_samples, f.test_samples);  // says "prepared PATH" on stderr
+    const auto [train, test] = dist::zero_first([&] {  // post C's torch_distributed_zero_first
+      if (!std::filesystem::exists(data)) {
+        prepare(data, f.train_samples, f.test_samples);  // rank 0; says "prepared PATH" on stderr
       }
-    }
-    const auto [train, test] = load(data, f.train_samples, f.test_samples);
+      return load(data, f.train_samples, f.test_samples);  // the others find the whole file
+    });
     dist::out0() << "Fashion-MNIST, 14x14: " << train.size() << " training and " << test.size()
                  << " test images, " << world << (world == 1 ? " rank" : " ranks") << ", batch "
                  << f.batch_size << " per rank";
