@@ -40,12 +40,31 @@ def parse_args():
 
 @contextmanager
 def local_rank_zero_first(local_rank):
-    """Post C's torch_distributed_zero_first: local rank 0 goes first, the others wait for it."""
+    """Post C's torch_distributed_zero_first, made safe (chapter 05): local rank 0 of each machine
+    goes first while the others wait. Instead of a barrier, every rank takes part in one
+    all_reduce(MIN) of a status, so a leader that fails tells the others at once; post C's leader
+    skips its barrier and leaves them waiting until the timeout if it catches the error."""
+    fine = torch.iinfo(torch.int32).max
+
+    def publish(status):
+        t = torch.tensor([status], dtype=torch.int32)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return t.item()
+
     if local_rank != 0:
-        dist.barrier()
-    yield
+        failed = publish(fine)  # waits until every leader has published
+        if failed != fine:
+            raise RuntimeError(f"rank {failed} failed while preparing the data")
+    try:
+        yield
+    except BaseException:
+        if local_rank == 0:
+            publish(dist.get_rank())  # tell the waiting ranks, then let this error go on
+        raise
     if local_rank == 0:
-        dist.barrier()
+        failed = publish(fine)
+        if failed != fine:
+            raise RuntimeError(f"rank {failed} failed while preparing the data")
 
 
 def main():

@@ -38,7 +38,8 @@
 // average_gradients() once after backward. On a GPU the division by world_size goes through the
 // host (dist::Tensor arithmetic does), a copy torch does not make.
 //
-// Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync).
+// Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync,
+// broadcast_buffers).
 // Built in: common/src/ddp.cpp.
 #pragma once
 

@@ -21,7 +21,7 @@
 // under ddprun unchanged) is this library's own extension; chapter 02 has the table.
 //
 // Taught in: chapter 01 (get_dist_info), chapter 02 (init methods), chapter 03 (two programs),
-// chapter 10 (monitored_barrier).
+// chapter 04 (the collectives on the default group, async_op), chapter 10 (monitored_barrier).
 // Built in: common/src/init.cpp (the default group), rendezvous.cpp (steps 1 and 2: resolve, meet),
 // backends/factory.cpp (step 3: connect), debug_group.cpp (monitored_barrier), one_number.cpp
 // (all_ranks_ok, report_throughput).
@@ -114,7 +114,8 @@ void barrier();
 // so does a late rank that comes within another `timeout` (rank 0 keeps the store up that long).
 // The other ranks wait up to twice `timeout` for rank 0's verdict; if none comes, they name
 // rank 0. Slower than barrier() (a store round trip per rank): a debugging
-// aid, to find the rank that skipped a collective or is stuck. Works on every backend.
+// aid, to find the rank that skipped a collective or is stuck. Works on every backend (this
+// library's extension: PyTorch's monitored_barrier is Gloo-only).
 void monitored_barrier(std::chrono::milliseconds timeout);
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input);
 void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM);

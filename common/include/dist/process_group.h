@@ -38,7 +38,7 @@
 // and says begin_transfer() right before its first byte may move. A do_*() never calls a public
 // call of its own group: that would number a second call inside the first.
 //
-// Taught in: chapter 04 (all_reduce), chapter 05 (barrier), chapter 10 (mismatched
+// Taught in: chapter 04 (collectives, async_op), chapter 05 (barrier), chapter 10 (mismatched
 // calls and DIST_DEBUG=DETAIL).
 // Built in: common/src/process_group.cpp (what every backend shares), backends/gloo.cpp and
 // gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
