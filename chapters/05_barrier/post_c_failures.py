@@ -47,31 +47,10 @@ def torch_distributed_zero_first(rank):
         torch.distributed.barrier()
 
 
-@contextlib.contextmanager
-def zero_first(rank):
-    """Post C's context manager with its barrier turned into an all_reduce(MIN) of a status, as
-    dist::zero_first does: a waiting rank learns whether rank 0's body succeeded."""
-    import torch
-    import torch.distributed as dist
-    fine = torch.iinfo(torch.int32).max
-
-    def publish(status):
-        t = torch.tensor([status], dtype=torch.int32)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN)
-        return t.item()
-
-    if rank > 0:
-        failed = publish(fine)
-        if failed != fine:
-            raise RuntimeError(f"rank {failed} failed inside zero_first")
-    try:
-        yield
-    except BaseException:
-        if rank == 0:
-            publish(0)  # tell the waiting ranks, then let rank 0's own error go on
-        raise
-    if rank == 0:
-        publish(fine)
+# The fix: post C's guard with its barrier turned into an all_reduce(MIN) of a status, as
+# dist::zero_first does; the twin holds it (a waiting rank learns whether rank 0's body succeeded).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from twin import zero_first  # noqa: E402
 
 
 def rank_main(case):

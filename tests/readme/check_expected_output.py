@@ -10,9 +10,10 @@ A block is marked in the Markdown like this:
 
 The checker runs `BIN/ddprun --standalone --nproc-per-node N BIN/PROGRAM ARGS...` (with the word
 `--no-launcher` instead of `--nproc N`: `BIN/PROGRAM ARGS...` alone, for chapter 10's driver, which
-starts its own jobs), and compares the
-program's standard output with the block as a multiset of lines: ranks print concurrently, so
-their lines may arrive in any order, but every line must be there exactly as many times.
+starts its own jobs; each `--ddprun FLAG` before `--` adds one of ddprun's own flags, a value
+joined with `=`, as in `--ddprun --local-rank-arg=underscore`), and compares the program's
+standard output with the block as a multiset of lines: ranks print concurrently, so their lines
+may arrive in any order, but every line must be there exactly as many times; the run must exit 0.
 
 usage: check_expected_output.py BIN_DIR README.md [README.md ...]
 """
@@ -31,12 +32,14 @@ MARKER = re.compile(r"<!-- expected-output: (.+?) -->\s*\n```[a-z]*\n(.*?)```", 
 
 def parse_marker(spec):
     words = shlex.split(spec)
-    program, nproc, args = words[0], 1, []  # nproc None: run PROGRAM without ddprun
+    program, nproc, args, flags = words[0], 1, [], []  # nproc None: PROGRAM without ddprun
     rest = words[1:]
     while rest:
         word = rest.pop(0)
         if word == "--nproc":
             nproc = int(rest.pop(0))
+        elif word == "--ddprun":
+            flags.append(rest.pop(0))
         elif word == "--no-launcher":
             nproc = None
         elif word == "--":
@@ -44,7 +47,9 @@ def parse_marker(spec):
             break
         else:
             raise SystemExit(f"bad expected-output marker '{spec}': unknown word '{word}'")
-    return program, nproc, args
+    if flags and nproc is None:
+        raise SystemExit(f"bad expected-output marker '{spec}': --ddprun without a launcher")
+    return program, nproc, args, flags
 
 
 def check(bin_dir, readme):
@@ -52,12 +57,12 @@ def check(bin_dir, readme):
     blocks = MARKER.findall(text)
     failures = 0
     for spec, block in blocks:
-        program, nproc, args = parse_marker(spec)
+        program, nproc, args, flags = parse_marker(spec)
         cmd = [f"{bin_dir}/{program}", *args]
         if nproc is None:
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         else:
-            run = ddprun(bin_dir, nproc, cmd, deadline=120)
+            run = ddprun(bin_dir, nproc, cmd, deadline=120, flags=flags)
         got = Counter(run.stdout.splitlines())
         want = Counter(block.splitlines())
         if run.returncode != 0 or got != want:

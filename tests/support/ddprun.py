@@ -2,6 +2,7 @@
 
   ddprun(bin_dir, nproc, command)               the command line, a list, for Popen
   ddprun(bin_dir, nproc, command, deadline=S)   run it: a CompletedProcess (text, output captured)
+  ddprun(..., flags=["--local-rank-arg"])       more of ddprun's own flags, before the command
   LAUNCHER_VARIABLES                            every launcher's variables (launcher_variables.h)
 
 Every job runs with --standalone: one machine, at a free port ddprun picks, so that checks running
@@ -16,12 +17,12 @@ import subprocess
 from pathlib import Path
 
 
-def ddprun(bin_dir, nproc, command, deadline=None, **run_args):
+def ddprun(bin_dir, nproc, command, deadline=None, flags=(), **run_args):
     """`BIN_DIR/ddprun --standalone --nproc-per-node NPROC COMMAND...`. Without a deadline, the
     command line; with one (seconds), runs it and returns the subprocess.CompletedProcess, whatever
     its exit code (run_args, such as env, go to subprocess.run). A run past its deadline is killed
     (ddprun's ranks die with it) and raises subprocess.TimeoutExpired."""
-    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), *command]
+    cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), *flags, *command]
     if deadline is None:
         return cmd
     return subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, check=False,

@@ -15,11 +15,16 @@ DistributedSampler is given num_replicas and rank. Exits 1 on any difference.
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 from torch.utils.data import (BatchSampler, RandomSampler, SequentialSampler,
                               SubsetRandomSampler, WeightedRandomSampler)
 from torch.utils.data.distributed import DistributedSampler
+
+# Post D's iteration-based batch sampler, written once: chapter 07's twin holds it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "chapters" / "07_sampler"))
+from twin import IterationBasedBatchSampler  # noqa: E402
 
 SEED = 707  # fixed so that every run checks the same cases
 MAX_MISMATCHES_SHOWN = 5
@@ -48,32 +53,6 @@ def distributed(n, w, rank, shuffle, seed, epoch, drop_last):
                                  seed=seed, drop_last=bool(drop_last))
     sampler.set_epoch(epoch)
     return sampler
-
-
-class IterationBasedBatchSampler:
-    """The iteration-based batch sampler post D's make_batch_data_sampler wraps its batches in
-    (maskrcnn-benchmark's), written again here from its published behaviour: passes of the batch
-    sampler chained while iteration <= num_iterations, set_epoch(iteration) before each pass on a
-    sampler that has it, and a batch yielded for each iteration start_iter + 1 .. num_iterations."""
-
-    def __init__(self, batch_sampler, num_iterations, start_iter=0):
-        self.batch_sampler = batch_sampler
-        self.num_iterations = num_iterations
-        self.start_iter = start_iter
-
-    def __iter__(self):
-        iteration = self.start_iter
-        while iteration <= self.num_iterations:
-            if hasattr(self.batch_sampler.sampler, "set_epoch"):
-                self.batch_sampler.sampler.set_epoch(iteration)
-            for batch in self.batch_sampler:
-                iteration += 1
-                if iteration > self.num_iterations:
-                    break
-                yield batch
-
-    def __len__(self):
-        return self.num_iterations
 
 
 def expected(case):
