@@ -3,7 +3,7 @@
 // all_gather hands every rank every rank's tensor; adding them up locally gives the SUM. It is
 // correct, but each rank receives (W - 1) whole tensors, where a ring all-reduce moves about two
 // tensors' worth whatever W is: fine for 4 numbers, wasteful for a model's gradients.
-// Run: ./tutorial run 04-ex2   (or: ddprun --standalone --nproc-per-node 2 ch04_all_reduce_ex2)
+// Grade it: ./tutorial check 04-ex2        Run it: ./tutorial run 04-ex2 --solution
 #include <dist/dist.h>
 
 #include <cstdint>
@@ -21,21 +21,14 @@ int main(int argc, char** argv) {
     dist::all_gather(everyone, tensor);  // everyone[r] is rank r's tensor
     dist::Tensor by_hand = dist::zeros(world, dist::kInt64, dist::get_device());
     for (const dist::Tensor& t : everyone) by_hand += t;
+    // Every other rank's whole tensor came in: W - 1 tensors of W elements.
+    const std::int64_t received = (world - 1) * tensor.numel();
 
     dist::Tensor by_library = tensor;
     dist::all_reduce(by_library);
     dist::out() << "sum from all_gather: " << by_hand << ", from all_reduce: " << by_library;
-
-    const bool all_ok = dist::all_ranks_ok(by_hand.equal(by_library));
+    dist::out() << "elements received by all_gather: " << received;
     dist::destroy_process_group();
-    if (!all_ok) {
-      dist::out0() << "MISMATCH: all_gather + add differs from all_reduce on some rank";
-      // Only rank 0 fails the job: it prints the verdict, and a rank that exited 1 first would make
-      // ddprun stop rank 0 before its MISMATCH line is out.
-      return rank == 0 ? dist::kExitFailure : dist::kExitOk;
-    }
-    dist::out0() << "OK: all_gather + add equals all_reduce(SUM); each rank received the "
-                 << "tensors of the " << world - 1 << " other rank(s) to get it";
     return dist::kExitOk;
   });
 }

@@ -1,0 +1,82 @@
+"""Chapter 04's exercises, graded by what the ranks print (./tutorial check 04-ex1, 04-ex2).
+
+Each judge works out the right answer itself, from the exercise's closed form, and compares it
+with every rank's line; tools/grader/grading.py runs the program at each world size.
+"""
+import re
+
+from grading import Exercise, Fail, Mutation, close
+
+
+def judge_weighted_mean(run):
+    w = run.world
+    expected = 10.0 * (2 * w + 1) / 3  # sum_r 10 (r + 1)^2 / sum_r (r + 1)
+    for rank in range(w):
+        count = run.value(rank, r"samples: (\S+),", what="samples: N")
+        if count != rank + 1:
+            raise Fail(f"rank {rank} says it holds {count:g} samples; it holds {rank + 1}",
+                       "keep the starter's count and value: rank r holds r + 1 samples")
+        mean = run.value(rank, r"global mean: (\S+)$", what="global mean: X")
+        if not close(mean, expected):
+            per_rank = sum(10.0 * (r + 1) for r in range(w)) / w
+            why = (" (the mean of the per-rank means: each rank weighed alike)"
+                   if close(mean, per_rank) else "")
+            raise Fail(f"rank {rank} says the global mean is {mean:g}{why}; over all samples it "
+                       f"is {expected:g}",
+                       "all-reduce the sum of the values and the count, then divide once")
+
+
+def tensor_values(text):
+    m = re.fullmatch(r"tensor\(\[([^\]]*)\]\)", text.strip())
+    if not m:
+        raise ValueError(text)
+    return [int(v) for v in m.group(1).split(",") if v.strip()]
+
+
+def judge_sum_from_all_gather(run):
+    w = run.world
+    # Rank r holds arange(W) + 1 + W r: element i sums to W (i + 1) + W * W (W - 1) / 2.
+    expected = [w * (i + 1) + w * w * (w - 1) // 2 for i in range(w)]
+    for rank in range(w):
+        line = run.value(rank, r"(sum from all_gather: .*)$", str, "sum from all_gather: ...")
+        m = re.fullmatch(r"sum from all_gather: (tensor\(.*?\)), from all_reduce: (tensor\(.*\))",
+                         line)
+        if not m:
+            raise Fail(f"rank {rank} printed '{line}', not two tensors")
+        try:
+            by_hand, by_library = tensor_values(m.group(1)), tensor_values(m.group(2))
+        except ValueError as bad:
+            raise Fail(f"rank {rank} printed '{bad}' where a tensor of integers belongs") from None
+        if by_library != expected:
+            raise Fail(f"rank {rank}'s all_reduce gave {by_library}, not {expected}",
+                       "leave the starter's all_reduce as it is")
+        if by_hand != expected:
+            raise Fail(f"rank {rank}'s sum from all_gather is {by_hand}; the sum over every rank "
+                       f"is {expected}",
+                       "all_gather into a vector of tensors, then add every rank's tensor")
+        received = run.value(rank, r"elements received by all_gather: (\S+)$", int,
+                             "elements received by all_gather: N")
+        if received != (w - 1) * w:
+            raise Fail(f"rank {rank} says all_gather brought it {received} elements; it brought "
+                       f"the {w - 1} other ranks' tensors of {w} elements each, {(w - 1) * w}",
+                       "count what came from the other ranks, not this rank's own tensor")
+
+
+EXERCISES = {
+    "ex1": Exercise(
+        title="the mean over all samples when ranks hold different counts",
+        judge=judge_weighted_mean,
+        worlds=(1, 2, 3, 4),  # with 1 rank any mean is right; from 2 on, the weights matter
+        hint="all-reduce the sum of the values and the count, then divide once",
+        mutation=Mutation(find="totals.item(0) / totals.item(1)",
+                          replace="totals.item(0) / dist::get_world_size()",
+                          expect="global mean is")),
+    "ex2": Exercise(
+        title="SUM from all_gather, compared with all_reduce",
+        judge=judge_sum_from_all_gather,
+        worlds=(1, 2, 3),
+        hint="all_gather every rank's tensor, then add them on this rank",
+        mutation=Mutation(find="for (const dist::Tensor& t : everyone) by_hand += t;",
+                          replace="by_hand += everyone[0];",
+                          expect="sum from all_gather is")),
+}

@@ -1,0 +1,160 @@
+"""What a chapter's grader is made of: chapters/NN_name/exercises/grader.py builds on this.
+
+An exercise is graded by what the participant's program does, never by its source text: the
+program runs under ddprun at each world size the exercise names, and a judge reads what every rank
+printed, works out what the right answer is by itself (a closed form, or a second computation),
+and says what is wrong. A chapter's grader.py defines
+
+    EXERCISES = {"ex1": Exercise(title=..., worlds=(1, 2, 3), judge=..., hint=...,
+                                 mutation=Mutation(find=..., replace=..., expect=...)), ...}
+
+The judge gets a Run (one world size) and raises Fail("what is wrong", hint="what to try") at
+the first thing that is wrong; returning means that world size passes. The mutation is one
+deliberate mistake in the solution (its text `find`, replaced by `replace`); the tests build that
+mutant and require the grader to fail it with a message containing `expect`, so a grader that
+checks too little cannot pass unnoticed.
+
+Only Python's standard library is used: participants' machines need no PyTorch to be graded.
+"""
+import os
+import re
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+RANK_LINE = re.compile(r"^\[rank (\d+)/(\d+)\] (.*)$")
+
+
+class Number(float):
+    """A number as a rank printed it: its value and the size of one unit in its last printed digit
+    (0.0001 for 16.6667, 1e-07 for 2.5e-06), so that it is compared to what was printed."""
+
+    def __new__(cls, text):
+        value = super().__new__(cls, text)
+        mantissa, _, exponent = text.strip().lower().partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        value.unit = 10.0 ** (int(exponent or 0) - decimals)
+        return value
+
+
+class Fail(Exception):
+    """The first thing that is wrong, said so that a participant knows where to look."""
+
+    def __init__(self, what, hint=None):
+        super().__init__(what)
+        self.what = what
+        self.hint = hint
+
+
+@dataclass
+class Mutation:
+    find: str     # a text that occurs exactly once in the solution
+    replace: str  # the deliberate mistake
+    expect: str   # a text the grader's FAIL message must contain for this mistake
+
+
+@dataclass
+class Run:
+    """One run of the program on `world` ranks: its exit code and what it printed."""
+    world: int
+    returncode: int
+    stdout: str
+    stderr: str
+    command: list = field(default_factory=list)
+
+    def lines(self, rank=None):
+        """The lines a rank printed (without its "[rank r/W] " prefix), in order; all ranks' lines
+        with rank=None."""
+        found = []
+        for line in self.stdout.splitlines():
+            m = RANK_LINE.match(line)
+            if m and (rank is None or int(m.group(1)) == rank):
+                found.append(m.group(3))
+        return found
+
+    def value(self, rank, pattern, convert=Number, what=None):
+        """The first match of `pattern` (a regex with one group) among `rank`'s lines, converted;
+        Fail naming the rank and what was looked for when there is none."""
+        regex = re.compile(pattern)
+        for line in self.lines(rank):
+            m = regex.search(line)
+            if m:
+                try:
+                    return convert(m.group(1))
+                except ValueError:
+                    raise Fail(f"rank {rank} printed '{line}', and '{m.group(1)}' is not a "
+                               f"{convert.__name__}") from None
+        raise Fail(f"rank {rank} of {self.world} printed no line with {what or pattern!r}",
+                   "keep the program's print lines as the starter has them: the grader reads them")
+
+    def values(self, pattern, convert=Number, what=None):
+        """value() for every rank, as a list indexed by rank."""
+        return [self.value(r, pattern, convert, what) for r in range(self.world)]
+
+    def tail(self, count=8):
+        text = (self.stdout + self.stderr).strip().splitlines()
+        return "\n".join("      " + line for line in text[-count:])
+
+
+@dataclass
+class Exercise:
+    title: str
+    judge: Callable[[Run], None]
+    worlds: tuple = (2, 3)
+    args: tuple = ()
+    hint: str = ""
+    mutation: Optional[Mutation] = None
+    deadline_s: int = 60
+    # A run that must exit non-zero (an exercise about a failing job) sets this: the judge then
+    # sees every run, whatever its exit code.
+    any_exit_code: bool = False
+    # Extra environment for the ranks (for example a short DIST timeout).
+    env: dict = field(default_factory=dict)
+
+
+def run_ddprun(bin_dir, program, world, args, deadline_s, env=None):
+    """`ddprun --standalone --nproc-per-node WORLD PROGRAM ARGS...`, killed with its ranks (its whole
+    process group) at the deadline: a grader never hangs."""
+    command = [os.path.join(bin_dir, "ddprun"), "--standalone", "--nproc-per-node", str(world),
+               program, *args]
+    full_env = dict(os.environ, **(env or {}))
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=full_env, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise Fail(f"the job on {world} ranks did not end within {deadline_s} s; it was "
+                       f"stopped. Last lines:\n{Run(world, -9, out, err).tail()}",
+                       "a rank waits for a collective the others never call: every rank must "
+                       "make the same calls in the same order") from None
+    return Run(world, proc.returncode, out, err, command)
+
+
+def grade(exercise, bin_dir, program, report=print):
+    """Runs and judges the program at each world size of the exercise, in order; raises Fail at
+    the first problem. `report` gets one progress line per world size that passes."""
+    if not os.access(program, os.X_OK):
+        raise Fail(f"{program} does not exist or cannot be run", "build it first")
+    for world in exercise.worlds:
+        run = run_ddprun(bin_dir, program, world, list(exercise.args), exercise.deadline_s,
+                         exercise.env)
+        if run.returncode != 0 and not exercise.any_exit_code:
+            raise Fail(f"on {world} rank{'s' if world > 1 else ''} the job exited with code "
+                       f"{run.returncode}. Last lines:\n{run.tail()}",
+                       exercise.hint or None)
+        try:
+            exercise.judge(run)
+        except Fail as failure:
+            where = f"on {world} rank{'s' if world > 1 else ''}: "
+            raise Fail(where + failure.what, failure.hint or exercise.hint or None) from None
+        report(f"  {world} rank{'s' if world > 1 else ''}: right")
+
+
+def close(a, b, rel=1e-9, abs_=1e-12):
+    """a and b equal up to rounding: within `rel` of each other, or, where one of them is a Number
+    a rank printed, within one unit of its last printed digit."""
+    units = [getattr(x, "unit", 0.0) for x in (a, b)]
+    return abs(a - b) <= max(abs_, rel * max(abs(a), abs(b)), *units)
