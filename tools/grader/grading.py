@@ -111,6 +111,10 @@ class Exercise:
     any_exit_code: bool = False
     # Extra environment for the ranks (for example a short DIST timeout).
     env: dict = field(default_factory=dict)
+    # How a run is started, when ddprun on one machine is not how the exercise runs (two programs
+    # by hand, a driver that starts its own jobs): runner(bin_dir, program, world, exercise) -> Run,
+    # with a deadline of its own (run_ddprun and run_command show how).
+    runner: Optional[Callable] = None
 
 
 def run_ddprun(bin_dir, program, world, args, deadline_s, env=None):
@@ -118,6 +122,12 @@ def run_ddprun(bin_dir, program, world, args, deadline_s, env=None):
     process group) at the deadline: a grader never hangs."""
     command = [os.path.join(bin_dir, "ddprun"), "--standalone", "--nproc-per-node", str(world),
                program, *args]
+    return run_command(command, world, deadline_s, env)
+
+
+def run_command(command, world, deadline_s, env=None):
+    """Any command that runs a job of `world` ranks (a driver, a script), in a process group of its
+    own that is killed whole at the deadline."""
     full_env = dict(os.environ, **(env or {}))
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=full_env, start_new_session=True) as proc:
@@ -139,8 +149,11 @@ def grade(exercise, bin_dir, program, report=print):
     if not os.access(program, os.X_OK):
         raise Fail(f"{program} does not exist or cannot be run", "build it first")
     for world in exercise.worlds:
-        run = run_ddprun(bin_dir, program, world, list(exercise.args), exercise.deadline_s,
-                         exercise.env)
+        if exercise.runner is not None:
+            run = exercise.runner(bin_dir, program, world, exercise)
+        else:
+            run = run_ddprun(bin_dir, program, world, list(exercise.args), exercise.deadline_s,
+                             exercise.env)
         if run.returncode != 0 and not exercise.any_exit_code:
             raise Fail(f"on {world} rank{'s' if world > 1 else ''} the job exited with code "
                        f"{run.returncode}. Last lines:\n{run.tail()}",
