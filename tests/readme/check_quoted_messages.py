@@ -34,10 +34,12 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 PYTHON = "/usr/bin/python3"
 TIMEOUT_S = 120
+PARALLEL_RUNS = 3
 SPAN = re.compile(r"`([^`]+)`")
 WORD = re.compile(r"^[A-Za-z][a-z']+[:,.;!?]?$")
 ELISION = re.compile(r"\s*(?:\.\.\.|…)\s*")
@@ -130,32 +132,41 @@ def check_chapter(root, bin_dir, chapter, problems):
                 problems.append(f"{path.relative_to(root)}:{number}: the Pitfalls table quotes "
                                 f"`{quote}`, which {listed_file.relative_to(root)} does not list "
                                 "(say who produces it: torch, program or binary)")
+    def produce(kind_entry):
+        """What torch or the program prints for one entry, in a scratch folder of its own."""
+        kind, entry = kind_entry
+        if kind == "torch":
+            argv = [PYTHON, "-c", entry["code"]]
+        elif kind == "program":
+            argv = [a.replace("{bin}", str(bin_dir)) for a in entry["command"]]
+        else:
+            return None
+        with tempfile.TemporaryDirectory() as scratch:
+            return run(argv, scratch)
+
+    # The runs are independent (each its own folder, ports picked free): a few at a time.
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        outputs = list(pool.map(produce, entries))
     checked = 0
-    with tempfile.TemporaryDirectory() as scratch:
-        for kind, entry in entries:
-            quote = entry["quote"]
-            where = f"{listed_file.relative_to(root)}: `{quote}`"
-            if not any(quote in text for text in texts.values()):
-                problems.append(f"{where}: neither the README nor the deck quotes it any more")
-            if kind == "torch":
-                output = run([PYTHON, "-c", entry["code"]], scratch)
-            elif kind == "program":
-                argv = [a.replace("{bin}", str(bin_dir)) for a in entry["command"]]
-                output = run(argv, scratch)
-            else:
-                found = in_library(entry["library"], quote)
-                if found is None:
-                    print(f"skip: {where}: {entry['library']} is not installed here")
-                    continue
-                if not found:
-                    problems.append(f"{where}: not found in {entry['library']}'s files; quote "
-                                    "the library's own words")
-                checked += 1
+    for (kind, entry), output in zip(entries, outputs):
+        quote = entry["quote"]
+        where = f"{listed_file.relative_to(root)}: `{quote}`"
+        if not any(quote in text for text in texts.values()):
+            problems.append(f"{where}: neither the README nor the deck quotes it any more")
+        if kind == "binary":
+            found = in_library(entry["library"], quote)
+            if found is None:
+                print(f"skip: {where}: {entry['library']} is not installed here")
                 continue
-            if not contains(output, quote):
-                tail = "\n      ".join(output.strip().splitlines()[-6:])
-                problems.append(f"{where}: {kind} does not say that; it says:\n      {tail}")
+            if not found:
+                problems.append(f"{where}: not found in {entry['library']}'s files; quote "
+                                "the library's own words")
             checked += 1
+            continue
+        if not contains(output, quote):
+            tail = "\n      ".join(output.strip().splitlines()[-6:])
+            problems.append(f"{where}: {kind} does not say that; it says:\n      {tail}")
+        checked += 1
     print(f"{chapter.name}: {checked} of {len(entries)} quoted messages checked")
 
 
