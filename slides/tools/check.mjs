@@ -2,7 +2,8 @@
 // Opens every built deck in headless Chromium, as an audience would see it, and checks each
 // slide: nothing may spill out of the slide or out of its box (a code line too long, a list too
 // tall), and every image must load. It saves a screenshot of each slide, so a failure can be
-// looked at, and checks that each HTML deck has its PDF.
+// looked at, and checks that each HTML deck has its PDF. The cheat sheet (cheatsheet.html) is
+// checked the same way, as one page: a second page, or content taller than the page, fails.
 //
 //   node slides/tools/check.mjs DIR [--no-pdf] [--screenshots OUT]
 //
@@ -14,6 +15,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { inflateSync } from 'node:zlib';
 
 
 function fail(message, code = 1) {
@@ -41,6 +43,32 @@ function parseArgs(argv) {
   opts.shots ??= join(opts.dir, 'screenshots');
   return opts;
 }
+
+// The page sizes of a PDF, in points: each /MediaBox, found in the file or in its compressed
+// object streams (Chromium writes them there).
+function pdfPageSizes(bytes) {
+  const boxes = [];
+  const scan = (text) => {
+    for (const m of text.matchAll(/\/MediaBox\s*\[\s*([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s*\]/g)) {
+      boxes.push({ width: m[3] - m[1], height: m[4] - m[2] });
+    }
+  };
+  const raw = bytes.toString('latin1');
+  scan(raw);
+  for (const m of raw.matchAll(/stream\r?\n/g)) {
+    const end = raw.indexOf('endstream', m.index);
+    if (end < 0) continue;
+    try {
+      scan(inflateSync(bytes.subarray(m.index + m[0].length, end)).toString('latin1'));
+    } catch {
+      // not a Flate stream (an image, a font): no page there
+    }
+  }
+  return boxes;
+}
+
+// The printed page the cheat sheet must fit: A4 (595.28 x 841.89 pt) and US Letter (612 x 792 pt).
+const ONE_PAGE = { width: 595.28, height: 792 };
 
 // Runs in the page, on the active slide: every way its content can fail to fit.
 function problemsOnSlide() {
@@ -127,6 +155,14 @@ async function main() {
         else {
           const bytes = readFileSync(pdf);
           if (bytes.subarray(0, 5).toString() !== '%PDF-' || !bytes.subarray(-1024).toString('latin1').includes('%%EOF')) problems.push(`${base}.pdf is not a complete PDF`);
+          else if (base === 'cheatsheet') {
+            const pages = pdfPageSizes(bytes);
+            const mm = (pt) => `${(pt / 72 * 25.4).toFixed(1)}`;
+            if (pages.length !== 1) problems.push(`cheatsheet.pdf has ${pages.length} pages: it must be one`);
+            for (const p of pages.filter((p) => p.width > ONE_PAGE.width + 0.5 || p.height > ONE_PAGE.height + 0.5)) {
+              problems.push(`cheatsheet.pdf's page is ${mm(p.width)} x ${mm(p.height)} mm: it must fit A4 and Letter (210 x 279.4 mm)`);
+            }
+          }
         }
       }
       await page.goto(pathToFileURL(join(opts.dir, deck)).href, { waitUntil: 'load' });
@@ -136,6 +172,12 @@ async function main() {
       const images = await page.evaluate(brokenImages);
       for (const url of images.broken) problems.push(`${base}: image does not load: ${url}`);
       const count = await page.evaluate(() => document.querySelectorAll('svg[data-marpit-svg]').length);
+      if (base === 'cheatsheet') {
+        if (count !== 1) problems.push(`cheatsheet has ${count} pages: it must fit one (a line '---' starts a page)`);
+        // Screenshot the page at its printed size, so that it can be read.
+        const [width, height] = await page.evaluate(() => document.querySelector('svg[data-marpit-svg]').getAttribute('viewBox').split(/\s+/).slice(2).map(Number));
+        await page.setViewport({ width: Math.round(width), height: Math.round(height), deviceScaleFactor: 2 });
+      }
       mkdirSync(join(opts.shots, base), { recursive: true });
       for (let n = 1; n <= count; ++n) {
         await page.evaluate((i) => { location.hash = `#${i}`; }, n);
@@ -145,6 +187,7 @@ async function main() {
         await page.screenshot({ path: join(opts.shots, base, `${String(n).padStart(2, '0')}.png`) });
         ++slides;
       }
+      await page.setViewport({ width: 1280, height: 720 });
     }
   } finally {
     await browser.close();

@@ -10,7 +10,13 @@
     slides/decks/NN_name.md);
   - the introduction deck's syllabus slide (slides/decks/00_introduction.md): a row NN | name for
     every chapter, in order;
-  - slides/README.md's list of decks: one row per chapter, in order.
+  - slides/README.md's list of decks: one row per chapter, in order, and one row for each deck in
+    slides/decks/ (the introduction too), each naming a deck that exists;
+  - the introduction deck's list of test labels (its line "Labels: `unit`, ..."): exactly the
+    labels the CMake files give tests (LABELS of set_tests_properties, gtest_discover_tests and
+    add_test, a function's ${label} followed to its callers);
+  - the cheat sheet, CHEATSHEET.md: every chapter in its "Ch" columns is a chapter of the table, and
+    every `./tutorial run|check|reset NAME` names a lesson (NN-exK: an exercise) of the table.
 
 Each disagreement is reported with the file, its line and the row of the table it should match;
 exit 1 if there is any, 0 otherwise.
@@ -174,6 +180,115 @@ def deck_row_key(cells):
     return f"{m.group(1)} {m.group(2)}" if m and m.group(1) != "00" else None
 
 
+def check_deck_files(root, problems):
+    """slides/README.md lists every deck of slides/decks/, and only decks that exist."""
+    file = "slides/README.md"
+    rows = table_rows(root, file, "# Slides", problems)
+    listed = {}
+    for line, cells in rows:
+        m = re.fullmatch(r"\[([0-9a-z_]+\.md)\]\(decks/([0-9a-z_]+\.md)\)", cells[0])
+        if not m or m.group(1) != m.group(2):
+            problems.append(f"{file}:{line}: a deck row starts [NN_name.md](decks/NN_name.md), got: {cells[0]}")
+            continue
+        listed[m.group(1)] = line
+        if not (root / "slides/decks" / m.group(1)).is_file():
+            problems.append(f"{file}:{line}: lists {m.group(1)}, which is not in slides/decks/")
+    for deck in sorted(p.name for p in (root / "slides/decks").glob("*.md")):
+        if deck not in listed:
+            problems.append(f"{file}: the deck list has no row for slides/decks/{deck}")
+
+
+CMAKE_KEYWORDS = re.compile(r"^[A-Z][A-Z_]+$")  # the next property name ends a LABELS list
+
+
+def cmake_files(root):
+    for path in sorted(root.rglob("CMakeLists.txt")) + sorted(root.rglob("*.cmake")):
+        rel = path.relative_to(root).parts
+        if rel[0] in ("build", ".git") or "node_modules" in rel or "fixtures" in rel:
+            continue
+        yield path
+
+
+def cmake_test_labels(root):
+    """{label: [where]} for every label the CMake files give a test."""
+    texts = {p: re.sub(r"#[^\n]*", "", p.read_text()) for p in cmake_files(root)}
+    functions = {}  # name -> parameter names
+    for text in texts.values():
+        for m in re.finditer(r"\bfunction\(\s*(\w+)([^)]*)\)", text):
+            functions[m.group(1)] = m.group(2).split()
+    labels = {}
+    for path, text in texts.items():
+        for m in re.finditer(r"\bLABELS\s+((?:[^\s)]+\s*)+?)(?=\)|\s[A-Z][A-Z_]+\s)", text):
+            for token in m.group(1).split():
+                if CMAKE_KEYWORDS.match(token):
+                    break
+                for value in token.strip('"').split(";"):
+                    var = re.fullmatch(r"\$\{(\w+)\}", value)
+                    if not var:
+                        labels.setdefault(value, []).append(str(path.relative_to(root)))
+                        continue
+                    # ${label} inside a function: the argument its callers pass in that place.
+                    for name, params in functions.items():
+                        if var.group(1) not in params:
+                            continue
+                        k = params.index(var.group(1))
+                        for other, body in texts.items():
+                            for call in re.finditer(r"\b" + name + r"\(([^)]*)\)", body):
+                                args = call.group(1).split()
+                                if len(args) > k and args[k] != "${" + var.group(1) + "}":
+                                    labels.setdefault(args[k].strip('"'), []).append(
+                                        str(other.relative_to(root)))
+    return labels
+
+
+def check_labels(root, problems):
+    file = "slides/decks/00_introduction.md"
+    lines = (root / file).read_text().splitlines()
+    at = [(i + 1, t) for i, t in enumerate(lines) if t.startswith("Labels:")]
+    if len(at) != 1:
+        problems.append(f"{file}: want one line starting 'Labels:' that lists the test labels, found {len(at)}")
+        return
+    line, text = at[0]
+    listed = re.findall(r"`([a-z0-9_-]+)`", text)
+    labels = cmake_test_labels(root)
+    if not labels:
+        problems.append("no LABELS found in the CMake files: the label reader is broken")
+        return
+    for label in sorted(set(labels) - set(listed)):
+        problems.append(f"{file}:{line}: the labels lack `{label}`, which {labels[label][0]} gives tests")
+    for label in listed:
+        if label not in labels:
+            problems.append(f"{file}:{line}: `{label}` is a label no CMake file gives a test")
+    if len(listed) != len(set(listed)):
+        problems.append(f"{file}:{line}: a label is listed twice")
+
+
+def check_cheatsheet(root, lessons, problems):
+    file = "CHEATSHEET.md"
+    path = root / file
+    if not path.is_file():
+        problems.append(f"{file} does not exist")
+        return
+    names = {l.name for l in lessons}
+    chapters = {l.chapter for l in lessons if l.chapter and not l.exercise}
+    ch_column = None
+    for number, text in enumerate(path.read_text().splitlines(), 1):
+        cells = [c.strip() for c in text.strip().strip("|").split("|")] if text.strip().startswith("|") else None
+        if cells and "Ch" in cells:
+            ch_column = cells.index("Ch")
+        elif not cells:
+            ch_column = None
+        elif ch_column is not None and ch_column < len(cells) and not re.fullmatch(r":?-+:?", cells[ch_column]):
+            for chapter in re.findall(r"\d+", cells[ch_column]) or [cells[ch_column]]:
+                if chapter not in chapters:
+                    problems.append(f"{file}:{number}: chapter '{chapter}' is not a chapter of chapters/lessons.txt")
+        for m in re.finditer(r"\./tutorial (?:run|check|reset)((?: \[?\|? ?[0-9a-z][0-9a-z-]*\]?)+)", text):
+            for name in re.findall(r"[0-9a-z][0-9a-z-]*", m.group(1)):
+                if name not in names:
+                    problems.append(f"{file}:{number}: ./tutorial names '{name}', which is not a lesson of "
+                                    f"chapters/lessons.txt")
+
+
 def main():
     if len(sys.argv) > 2 or sys.argv[1:] in (["-h"], ["--help"]):
         print(__doc__)
@@ -186,13 +301,16 @@ def main():
     check_chapter_list(root, "slides/decks/00_introduction.md", "## The syllabus",
                        lambda cells: " ".join(cells[:2]), lessons, folders, problems)
     check_chapter_list(root, "slides/README.md", "# Slides", deck_row_key, lessons, folders, problems)
+    check_deck_files(root, problems)
+    check_labels(root, problems)
+    check_cheatsheet(root, lessons, problems)
     for problem in problems:
         print(problem)
     if problems:
-        print(f"FAILED: {len(problems)} disagreement(s) with chapters/lessons.txt")
+        print(f"FAILED: {len(problems)} disagreement(s) with chapters/lessons.txt, the CMake files or slides/decks/")
         return 1
-    print(f"OK: README.md, the introduction deck and slides/README.md follow chapters/lessons.txt "
-          f"({len(lessons)} lessons)")
+    print(f"OK: README.md, the introduction deck (its syllabus and test labels), slides/README.md and "
+          f"CHEATSHEET.md follow chapters/lessons.txt and the CMake files ({len(lessons)} lessons)")
     return 0
 
 

@@ -6,7 +6,9 @@
 //                                                        (tests/slides/bad_decks/includes) are caught
 //   node tests/slides/slides_test.mjs bad-render OUT     a slide too tall, a code line too wide and a
 //                                                        broken image (tests/slides/bad_decks/render)
-//                                                        are caught, and the slides that fit are not named
+//                                                        are caught, and the slides that fit are not named;
+//                                                        so is a cheat sheet longer than one page
+//                                                        (tests/slides/bad_decks/cheatsheet)
 //   node tests/slides/slides_test.mjs render OUT         every deck builds to HTML and PDF, and every
 //                                                        slide fits in headless Chromium
 //   node tests/slides/slides_test.mjs diagrams BIN_DIR   the diagrams show what the code does: the
@@ -69,6 +71,9 @@ if (mode === 'includes') {
   for (const [what, got, want] of cuts) {
     expect(`the cut ${what} gives its lines`, JSON.stringify(got) === JSON.stringify(want), `got:\n${JSON.stringify(got, null, 1)}\nwant:\n${JSON.stringify(want, null, 1)}`);
   }
+  // A cheat sheet with a slide break would print on two pages: the build refuses it.
+  const twoPages = run('build.mjs', ['--check', '--cheatsheet', join(BAD, 'cheatsheet', 'two_pages.md')]);
+  expect(`a cheat sheet with '---' is refused (exit ${twoPages.code})`, twoPages.code === 1 && /two_pages\.md:5: '---' would start a second page/.test(twoPages.out), twoPages.out);
   // And the real decks pass the same check, so the failures above are the bad decks' own.
   const good = run('build.mjs', ['--check']);
   expect(`slides/decks: every include is found (exit ${good.code})`, good.code === 0, good.out);
@@ -103,6 +108,13 @@ if (mode === 'includes') {
   expect('the missing image is reported', /bad: image does not load: \S*diagrams\/no_such_diagram\.svg/.test(r.out), r.out);
   expect('slides 1 and 5, which fit, are not reported', !/bad slide [15]:/.test(r.out) && !/sampler\.svg/.test(r.out), r.out);
   expect('a screenshot of every slide is written', [1, 2, 3, 4, 5].every((n) => existsSync(join(out, 'screenshots', 'bad', `0${n}.png`))), r.out);
+  // A cheat sheet too long for its one page.
+  const sheetOut = `${out}_cheatsheet`;
+  const sheet = run('build.mjs', ['--only', 'cheatsheet', '--cheatsheet', join(BAD, 'cheatsheet', 'too_long.md'), '--out', sheetOut]);
+  expect(`the too-long cheat sheet builds (exit ${sheet.code})`, sheet.code === 0, sheet.out);
+  const c = run('check.mjs', [sheetOut]);
+  expect(`its check fails (exit ${c.code})`, c.code === 1, c.out);
+  expect('its page is reported too tall', /cheatsheet slide 1: content is \d+px taller than the slide/.test(c.out), c.out);
 } else if (mode === 'diagrams') {
   const bin = process.argv[3];
   if (!bin) {
