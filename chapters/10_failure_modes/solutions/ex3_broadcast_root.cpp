@@ -4,11 +4,13 @@
 // --mistake the last rank believes that it holds the weights and names itself as the root, as
 // a rank does that reads a stale "who loaded the checkpoint" or uses its own rank where rank 0
 // belongs. Every rank still calls broadcast, same size, same dtype: only the root differs.
-// Under DIST_DEBUG=DETAIL the ranks compare their calls (the root included) before the broadcast,
-// and every rank stops with the table of calls: `rank 0: broadcast(src 0, ...)`, ...,
-// `rank W-1: broadcast(src W-1, ...)`. Without it, a rank that sends where it should receive
-// ends the job with "a peer closed its connection", and some ranks may already hold their
-// weights: a job that failed, but not for a reason the errors name.
+// Under DIST_DEBUG=DETAIL the ranks compare their calls, the root included, before the broadcast,
+// and stop at once with the table of calls: `rank 0: broadcast(src 0, ...)`, ...,
+// `rank W-1: broadcast(src W-1, ...)`. Without it, two ranks each believe that they are the sender:
+// the ranks fail at --timeout ("not every rank reached this call") or with "a peer closed its
+// connection", and on 3 ranks one of them may even hold the weights by then; no error names the
+// root. PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL leaves the root out of its fingerprint: there,
+// the same mistake ends at the timeout.
 // Grade it: ./tutorial check 10-ex3        Run it: ./tutorial run 10-ex3 --solution
 //   with the mistake: DIST_DEBUG=DETAIL ./tutorial run 10-ex3 --solution -- --mistake --timeout 5
 #include <dist/dist.h>
