@@ -35,8 +35,9 @@ def judge_straggler(run):
                        "keep the program's print lines as the starter has them: the grader reads "
                        "them")
         if m.group(3) != "told nothing":
-            raise Fail(f"rank {rank} was told '{m.group(3).removeprefix('told: ')}' at barrier 2; a monitored_barrier of 5 s "
-                       f"lets a rank that is 1.5 s late through",
+            said = m.group(3).removeprefix("told: ")
+            raise Fail(f"rank {rank} was told '{said}' at barrier 2; a monitored_barrier of 5 s "
+                       "lets a rank that is 1.5 s late through",
                        "give the second monitored_barrier a timeout of 5 s, on every rank")
         times[rank] = int(m.group(1)), int(m.group(2))
     last_in = max(arrived for arrived, _ in times.values())
@@ -99,8 +100,10 @@ def judge_fingerprint(run):
                 own = (" It is the library's own error from inside all_reduce, which compares "
                        "sizes and ops too, but then closes the group."
                        if "the ranks called it" in got else "")
+                said = got[len("refused: "):]
+                said = said if len(said) <= 160 else said[:157] + "..."
                 raise Fail(f"rank {rank} refused the all_reduce whose {what} differ, but its "
-                           f"error does not name '{missing[0]}' (it says '{got[9:]}').{own}",
+                           f"error does not name '{missing[0]}' (it says '{said}').{own}",
                            "all_gather every rank's (count, dtype, op) first, and throw one error "
                            "naming each rank's call, before anyone enters the all_reduce")
     for rank, got in lines_of_step(run, "afterwards").items():
@@ -136,7 +139,7 @@ def judge_broadcast_root(run):
     if broken.returncode == 0:
         roots = [broken.value(r, r"broadcast from root (\d+):", int) for r in range(w)]
         same = len(set(roots)) == 1
-        raise Fail(f"with --mistake the job succeeded (exit code 0): "
+        raise Fail("with --mistake the job succeeded (exit code 0): "
                    + (f"every rank called broadcast from root {roots[0]}, the same call on every "
                       "rank, which no check can call a mistake" if same else
                       f"the ranks' roots were {roots}"),
