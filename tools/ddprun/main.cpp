@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // ---- Step 2: settle where the ranks meet (--standalone asks the kernel for a free port),
-  // and where their logs go
+  // ---- Step 2: settle where the ranks meet, and where their logs go
+  // --standalone asks the kernel for a free port.
   if (options.standalone) {
     try {
       options.master_port = ddprun::pick_free_port();
