@@ -8,6 +8,9 @@
 //   --stop-on-rank R        rank R stops itself with SIGSTOP at once (and exits 0 if continued)
 //   --sleep SECONDS         every other rank sleeps this long, then exits 0
 //   --ignore-sigterm        ignore SIGTERM, so that only SIGKILL can stop this rank
+//   --lines N               first print N lines "rank R out I" on stdout and "rank R err I" on
+//                           stderr, then "rank R unterminated" on stderr with no newline (for
+//                           the log files: every line, in order, and the last one as it was)
 //
 // Any other argument (such as --local-rank=N) is ignored; it only shows up in argv=.
 // It talks to no other rank: it tests the launcher, not communication.
@@ -36,6 +39,7 @@ struct Behaviour {
   int sigkill_rank = -1;
   int stop_rank = -1;
   double sleep_s = 0;
+  int lines = 0;
   bool ignore_sigterm = false;
 };
 
@@ -53,6 +57,8 @@ Behaviour read_behaviour(int argc, char** argv) {
       b.stop_rank = std::stoi(value);
     } else if (flag == "--sleep") {
       b.sleep_s = std::stod(value);
+    } else if (flag == "--lines") {
+      b.lines = std::stoi(value);
     }
   }
   for (int i = 1; i < argc; ++i) {
@@ -76,6 +82,20 @@ void print_what_the_launcher_gave(int argc, char** argv) {
   [[maybe_unused]] const ssize_t written = ::write(STDOUT_FILENO, line.data(), line.size());
 }
 
+void write_text(int fd, const std::string& text) {
+  [[maybe_unused]] const ssize_t written = ::write(fd, text.data(), text.size());
+}
+
+// Each line with its own write(), as a rank's lines come: the log file must hold them all.
+void print_lines(int rank, int n) {
+  const std::string who = "rank " + std::to_string(rank);
+  for (int i = 0; i < n; ++i) {
+    write_text(STDOUT_FILENO, who + " out " + std::to_string(i) + "\n");
+    write_text(STDERR_FILENO, who + " err " + std::to_string(i) + "\n");
+  }
+  write_text(STDERR_FILENO, who + " unterminated");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +106,7 @@ int main(int argc, char** argv) {
 
   const char* rank_text = std::getenv("RANK");
   const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
+  if (behaviour.lines > 0) print_lines(rank, behaviour.lines);
   if (rank == behaviour.exit_rank) {
     std::this_thread::sleep_for(kFailureDelay);
     return behaviour.exit_code;

@@ -114,6 +114,14 @@ void die_with_launcher(pid_t launcher) {
 #endif
 }
 
+// Makes `fd` the child's `target` (1 or 2). dup2 clears close-on-exec on the copy; an fd that is
+// already `target` (ddprun started with that stream closed) needs it cleared by hand.
+bool put_in_place(int fd, int target) {
+  if (fd < 0) return true;
+  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;
+  return ::dup2(fd, target) == target;
+}
+
 struct Started {
   pid_t pid = -1;
   int exec_errno = 0;  // non-zero: exec failed, and the child is already reaped
@@ -123,7 +131,8 @@ struct Started {
 // exec through a close-on-exec pipe: a successful exec closes the pipe, and the parent reads
 // end-of-file; a failed one writes errno into it. So ddprun can say "cannot run PROGRAM" once,
 // instead of N ranks each printing their own copy.
-Started start_rank(char** argv, char** envp, const sigset_t& child_mask) {
+Started start_rank(char** argv, char** envp, const sigset_t& child_mask,
+                   const ChildStreams& streams) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     throw std::system_error(errno, std::generic_category(), "pipe");
@@ -140,6 +149,11 @@ Started start_rank(char** argv, char** envp, const sigset_t& child_mask) {
     ::close(pipe_fds[0]);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // the mask survives exec; hand back ours
     die_with_launcher(launcher);
+    if (!put_in_place(streams.out, STDOUT_FILENO) || !put_in_place(streams.err, STDERR_FILENO)) {
+      const int dup_errno = errno;
+      [[maybe_unused]] const ssize_t sent = ::write(pipe_fds[1], &dup_errno, sizeof dup_errno);
+      ::_exit(kExecFailedExit);
+    }
     environ = envp;  // execvp runs PROGRAM with `environ`, and looks PROGRAM up on its PATH
     ::execvp(argv[0], argv);
     const int exec_errno = errno;
@@ -212,7 +226,7 @@ bool sets_omp_num_threads(const Options& options) {
   return options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
 }
 
-Launch start_ranks(const Options& o, const sigset_t& child_mask) {
+Launch start_ranks(const Options& o, const sigset_t& child_mask, RankLogs& logs) {
   Launch launch;
   for (int local_rank = 0; local_rank < o.nproc_per_node; ++local_rank) {
     const int rank = o.node_rank * o.nproc_per_node + local_rank;
@@ -220,16 +234,22 @@ Launch start_ranks(const Options& o, const sigset_t& child_mask) {
     std::vector<std::string> env = environment_with(rank_variables(o, local_rank));
     std::vector<char*> argv = c_array(args);
     std::vector<char*> envp = c_array(env);
+    ChildStreams streams;
     try {
-      const Started started = start_rank(argv.data(), envp.data(), child_mask);
-      if (started.exec_errno != 0) {
-        launch.error = "cannot run " + o.program[0] + ": " + std::strerror(started.exec_errno);
-        launch.hint = exec_hint(started.exec_errno);
-        launch.exit_code = kExitUsage;
-        return launch;
-      }
-      launch.started.push_back({rank, local_rank, started.pid});
+      streams = logs.open_files(local_rank);
     } catch (const std::system_error& e) {
+      launch.error =
+          "could not open the log files of rank " + std::to_string(rank) + ": " + e.what();
+      launch.hint = "is the disk under " + logs.attempt_dir() +
+                    " full, or are too many files open (ulimit -n)? try another --log-dir";
+      launch.exit_code = kExitCannotStart;
+      return launch;
+    }
+    Started started;
+    try {
+      started = start_rank(argv.data(), envp.data(), child_mask, streams);
+    } catch (const std::system_error& e) {
+      RankLogs::close_parent_copies(streams);
       launch.error = "could not start rank " + std::to_string(rank) + ": " + e.what();
       launch.hint =
           "this machine may be out of processes or memory (see ulimit -u); try fewer "
@@ -237,6 +257,14 @@ Launch start_ranks(const Options& o, const sigset_t& child_mask) {
       launch.exit_code = kExitCannotStart;
       return launch;
     }
+    RankLogs::close_parent_copies(streams);  // the rank has its own copies now
+    if (started.exec_errno != 0) {
+      launch.error = "cannot run " + o.program[0] + ": " + std::strerror(started.exec_errno);
+      launch.hint = exec_hint(started.exec_errno);
+      launch.exit_code = kExitUsage;
+      return launch;
+    }
+    launch.started.push_back({rank, local_rank, started.pid});
   }
   return launch;
 }

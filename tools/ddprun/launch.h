@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "logs.h"
 #include "options.h"
 
 namespace ddprun {
@@ -41,7 +42,7 @@ bool sets_omp_num_threads(const Options& options);
 
 // Starts the ranks of this node in order of local rank and stops at the first that cannot
 // start. Each child gets `child_mask` as its signal mask (ddprun's mask before it blocked the
-// signals it waits for).
-Launch start_ranks(const Options& options, const sigset_t& child_mask);
+// signals it waits for), and its log files from `logs` as stdout and stderr where asked.
+Launch start_ranks(const Options& options, const sigset_t& child_mask, RankLogs& logs);
 
 }  // namespace ddprun

@@ -11,17 +11,21 @@
 //   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
 //   ddprun: starting 4 ranks (node 0 of 1, ranks 0-3), master 127.0.0.1:29500
 //
+// The ranks share ddprun's stdout and stderr and prefix their own lines, unless --redirects or
+// --tee sends them to a log file per rank (logs.h), as torchrun's flags of the same names do.
+//
 // What it leaves out: elastic membership (--nnodes MIN:MAX) and restarts (--max-restarts);
 // rendezvous backends (the ranks meet at MASTER_ADDR:MASTER_PORT, where rank 0 listens);
-// log redirection (the ranks share ddprun's stdout and stderr and prefix their own lines);
 // and starting the other machines: each machine runs its own ddprun with its --node-rank.
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 
 #include "launch.h"
+#include "logs.h"
 #include "options.h"
 #include "report.h"
 #include "supervise.h"
@@ -43,7 +47,7 @@ std::string rank_range(const ddprun::Options& o) {
 }
 
 // The resolved configuration, printed once, before anything starts.
-void announce(const ddprun::Options& o) {
+void announce(const ddprun::Options& o, const ddprun::RankLogs& logs) {
   if (ddprun::sets_omp_num_threads(o)) {
     ddprun::say("setting OMP_NUM_THREADS=1 for each rank (it was unset), so that " +
                 std::to_string(o.nproc_per_node) +
@@ -53,6 +57,16 @@ void announce(const ddprun::Options& o) {
               std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ", " +
               rank_range(o) + "), master " + o.master_addr + ":" + std::to_string(o.master_port) +
               (o.standalone ? " (picked by --standalone)" : ""));
+  if (!logs.enabled()) return;
+  const std::string files = logs.description();
+  if (files.empty()) {
+    ddprun::say(
+        "--log-dir without --redirects or --tee: every rank writes to this terminal, and "
+        "its folder in " +
+        logs.attempt_dir() + " stays empty (torchrun's default too); add --redirects 3 or --tee 3");
+  } else {
+    ddprun::say("logs in " + logs.attempt_dir() + "/LOCAL_RANK/: " + files);
+  }
 }
 
 }  // namespace
@@ -74,7 +88,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // ---- Step 2: settle where the ranks meet (--standalone asks the kernel for a free port)
+  // ---- Step 2: settle where the ranks meet, and where their logs go
+  // --standalone asks the kernel for a free port.
   if (options.standalone) {
     try {
       options.master_port = ddprun::pick_free_port();
@@ -98,15 +113,26 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Each run gets a new folder for its logs, inside --log-dir (logs.h); a folder that cannot be
+  // made stops ddprun here, with exit code 2, before any rank starts.
+  std::optional<ddprun::RankLogs> logs;
+  try {
+    logs.emplace(options);
+  } catch (const ddprun::UsageError& e) {
+    return usage_failure(e);
+  }
+
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
 
   // ---- Step 4: start one process per local rank, each told who it is and where to meet
-  announce(options);
-  ddprun::Launch launch = ddprun::start_ranks(options, masks.original);
+  announce(options, *logs);
+  ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs);
+  logs->start_tee();
 
   // ---- Step 5: supervise until every rank has exited; the first failure stops the rest
   ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
+  supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
   if (!launch.error.empty()) {
     ddprun::say("error: " + launch.error);
     if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
@@ -114,5 +140,10 @@ int main(int argc, char** argv) {
         SIGTERM, launch.exit_code,
         "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
   }
-  return supervisor.run(masks.watched);
+  const int exit_code = supervisor.run(masks.watched);
+  logs->finish();
+  if (exit_code != 0 && logs->enabled()) {
+    ddprun::say("each rank's own output: " + logs->attempt_dir() + "/LOCAL_RANK/");
+  }
+  return exit_code;
 }

@@ -70,6 +70,50 @@ Options::LocalRankArg parse_local_rank_arg(const Setting& s) {
                    "(torch 1.x)");
 }
 
+// A --redirects or --tee value, as torchrun reads it (Std.from_str in torch/distributed/elastic/
+// multiprocessing/api.py): "0" to "3" for every local rank, or "LOCAL_RANK:VALUE" pairs separated
+// by commas. torch 1.13's pattern takes one-digit local ranks only; ddprun takes any, and checks
+// them against --nproc-per-node once every flag is read.
+StdSetting parse_std(const Setting& s) {
+  const std::string hint =
+      "0: none, 1: stdout, 2: stderr, 3: both; e.g. " + s.spelled + " 3 for every rank, or " +
+      s.spelled + " 0:3,1:2 for local rank 0's stdout and stderr and local rank 1's stderr";
+  const auto bad = [&]() {
+    return UsageError(s.spelled +
+                          " expects 0, 1, 2 or 3, or LOCAL_RANK:VALUE pairs like 0:3,1:2, " +
+                          "got '" + s.value + "'",
+                      hint);
+  };
+  const auto std_value = [&](std::string_view text) {
+    if (text.size() != 1 || text[0] < '0' || text[0] > '3') throw bad();
+    return text[0] - '0';
+  };
+  StdSetting setting;
+  if (s.value.find(':') == std::string::npos) {
+    setting.all = std_value(s.value);
+    return setting;
+  }
+  std::string_view rest = s.value;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view pair = rest.substr(0, comma);
+    const std::size_t colon = pair.find(':');
+    if (colon == std::string_view::npos) throw bad();
+    int local_rank = 0;
+    const char* end = pair.data() + colon;
+    const auto [ptr, ec] = std::from_chars(pair.data(), end, local_rank);
+    if (colon == 0 || ec != std::errc() || ptr != end || local_rank < 0) throw bad();
+    if (!setting.by_local_rank.emplace(local_rank, std_value(pair.substr(colon + 1))).second) {
+      throw UsageError(s.spelled + " names local rank " + std::to_string(local_rank) +
+                           " twice, in '" + s.value + "'",
+                       "give each local rank once: " + hint);
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return setting;
+}
+
 // A flag's dash spelling, an example value (empty for a switch, which takes none), what it
 // sets, and for a switch that may also be given "=VALUE", the value it means bare. The table is
 // the whole list: anything else before PROGRAM is an unknown flag.
@@ -114,6 +158,18 @@ constexpr Flag kFlags[] = {
                                     "how long stopping ranks get between SIGTERM and SIGKILL, "
                                     "e.g. --grace-period 3 or --grace-period 0.5");
      }},
+    {"--log-dir", "logs",
+     [](Options& o, const Setting& s) {
+       if (s.value.empty()) {
+         throw UsageError(s.spelled + " expects a folder, got ''",
+                          "e.g. " + s.spelled +
+                              " logs: each run writes its ranks' logs to a "
+                              "new folder inside it");
+       }
+       o.log_dir = s.value;
+     }},
+    {"--redirects", "3", [](Options& o, const Setting& s) { o.redirects = parse_std(s); }},
+    {"--tee", "3", [](Options& o, const Setting& s) { o.tee = parse_std(s); }},
     {"--standalone", "", [](Options& o, const Setting&) { o.standalone = true; }},
     {"--local-rank-arg", "",
      [](Options& o, const Setting& s) { o.local_rank_arg = parse_local_rank_arg(s); }, "dash"},
@@ -124,9 +180,11 @@ constexpr Flag kFlags[] = {
     {"--version", "", [](Options& o, const Setting&) { o.action = Options::Action::kVersion; }},
 };
 
-// "--nproc_per_node" → "--nproc-per-node"; "-h" → "--help".
+// "--nproc_per_node" → "--nproc-per-node"; "-h" → "--help"; torchrun's "-r" and "-t".
 std::string canonical(const std::string& spelled) {
   if (spelled == "-h") return "--help";
+  if (spelled == "-r") return "--redirects";
+  if (spelled == "-t") return "--tee";
   std::string name = spelled;
   for (std::size_t i = 2; i < name.size(); ++i) {
     if (name[i] == '_') name[i] = '-';
@@ -164,6 +222,19 @@ void check_combinations(const Options& o, const std::map<std::string_view, Setti
       throw UsageError("--standalone picks 127.0.0.1 and a free port itself, but " + s.spelled +
                            " '" + s.value + "' was given too",
                        "drop " + s.spelled + ", or drop --standalone to use it");
+    }
+  }
+  // torchrun drops a local rank it does not start; ddprun says so, since it is likely a typo.
+  for (const std::string_view flag : {"--redirects", "--tee"}) {
+    const StdSetting& setting = flag == "--tee" ? o.tee : o.redirects;
+    for (const auto& [local_rank, value] : setting.by_local_rank) {
+      if (local_rank < o.nproc_per_node) continue;
+      const Setting& s = given.at(flag);
+      throw UsageError(s.spelled + " names local rank " + std::to_string(local_rank) + " in '" +
+                           s.value + "', but --nproc-per-node is " +
+                           std::to_string(o.nproc_per_node),
+                       "local ranks count from 0 on each machine: 0 to " +
+                           std::to_string(o.nproc_per_node - 1) + " here");
     }
   }
   if (o.program.empty()) {
@@ -240,6 +311,14 @@ Options:
                        1.x (--local-rank-arg=dash is the same as --local-rank-arg)
   --grace-period S     seconds a rank gets between SIGTERM and SIGKILL when ddprun stops
                        it, more than 0 and at most 60 (default 3)
+  --log-dir DIR        where --redirects and --tee write: each run makes a new folder
+                       DIR/none_XXXXXX/attempt_0/LOCAL_RANK/ with stdout.log and stderr.log
+                       (torchrun's layout); without it, a new folder under $TMPDIR or /tmp
+  -r, --redirects V    send ranks' streams to their log files instead of this terminal:
+                       0 none (default), 1 stdout, 2 stderr, 3 both; or per local rank,
+                       LOCAL_RANK:V pairs like 0:3,1:2 (ranks not named: 0)
+  -t, --tee V          as --redirects, and also copy each line to this terminal (whole
+                       lines, within 0.1 s)
   --no-python          accepted and ignored, so torchrun command lines paste unchanged
   -h, --help           show this help and exit
   --version            show ddprun's version and exit
@@ -271,16 +350,25 @@ SIGINT, SIGTERM and SIGHUP sent to ddprun are passed on to every rank in the sam
 ddprun exits 128+N; a second one sends SIGKILL at once. The ranks share ddprun's process
 group, so Ctrl-C in a terminal reaches them directly too.
 
+With --redirects or --tee, each rank writes its own log files (the files hold every byte it
+wrote, even if it crashes); ddprun names the folder when it starts and again when a rank
+fails. A program that prints through stdio (printf, std::cout) buffers its output in blocks
+when stdout is a file, and loses the unflushed part if it crashes: flush, or write whole lines
+with write() as dist::out() does.
+
 Exit codes:
   0       every rank exited 0
   N       the first failed rank's exit code (128+signal if a signal killed it)
   128+N   ddprun was stopped by signal N
-  2       bad usage, or PROGRAM cannot be run (not found, not executable)
+  2       bad usage, PROGRAM cannot be run (not found, not executable), or the log
+          folder cannot be created
   1       ddprun could not start the ranks (fork failed, no free port)
 
 Examples:
   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
   ddprun --standalone --nproc_per_node=2 ./build/cpu/bin/ch01_get_dist_info
+  # each rank's output in logs/none_XXXXXX/attempt_0/LOCAL_RANK/, and on the terminal too
+  ddprun --nproc-per-node 2 --log-dir logs --tee 3 ./build/cpu/bin/ch04_all_reduce
   # two machines with two ranks each: run one line on each machine
   ddprun --nnodes 2 --node-rank 0 --nproc-per-node 2 --master-addr 10.0.0.1 ./prog
   ddprun --nnodes 2 --node-rank 1 --nproc-per-node 2 --master-addr 10.0.0.1 ./prog

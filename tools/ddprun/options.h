@@ -1,6 +1,7 @@
 // ddprun's command line: torchrun's flag spellings, strict values, and a hint for every mistake.
 #pragma once
 
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -10,6 +11,22 @@ namespace ddprun {
 // Bad usage or configuration, the project-wide convention: a bad flag, or a PROGRAM that
 // cannot be run.
 constexpr int kExitUsage = 2;
+
+// Which of a rank's streams go to a log file: torchrun's values (torch.distributed.elastic.
+// multiprocessing.Std): 0 none, 1 stdout, 2 stderr, 3 both. A bit mask, so 3 = 1 | 2.
+enum Std : int { kStdNone = 0, kStdOut = 1, kStdErr = 2, kStdAll = 3 };
+
+// A --redirects or --tee value: one Std for every local rank ("3"), or one per local rank
+// ("0:1,1:2"; a local rank not named gets 0), as torchrun reads it.
+struct StdSetting {
+  int all = kStdNone;
+  std::map<int, int> by_local_rank;  // non-empty: the per-rank form
+  int for_local_rank(int local_rank) const {
+    if (by_local_rank.empty()) return all;
+    const auto it = by_local_rank.find(local_rank);
+    return it == by_local_rank.end() ? kStdNone : it->second;
+  }
+};
 
 // Everything the command line decides. The defaults are torchrun's.
 struct Options {
@@ -27,6 +44,11 @@ struct Options {
   enum class LocalRankArg { kNone, kDash, kUnderscore };
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
   double grace_period_s = 3.0;
+  // --log-dir, --redirects, --tee (logs.h). An empty log_dir with redirects or tee: a fresh
+  // folder under $TMPDIR, as torchrun makes one.
+  std::string log_dir;
+  StdSetting redirects;
+  StdSetting tee;
   std::vector<std::string> program;  // PROGRAM, then its own arguments
   std::string store_token;           // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
 };

@@ -102,7 +102,12 @@ SignalMasks block_watched_signals() {
   SignalMasks masks{};
   sigemptyset(&masks.watched);
   for (const int signal : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&masks.watched, signal);
-  sigprocmask(SIG_BLOCK, &masks.watched, &masks.original);
+  // SIGPIPE is blocked too, but not waited for: a write to a closed stdout or stderr (ddprun ...
+  // | head) then fails with EPIPE instead of killing ddprun, which would kill every rank. The
+  // ranks get the original mask back, so their own SIGPIPE works as usual.
+  sigset_t blocked = masks.watched;
+  sigaddset(&blocked, SIGPIPE);
+  sigprocmask(SIG_BLOCK, &blocked, &masks.original);
   return masks;
 }
 
@@ -131,7 +136,10 @@ int Supervisor::run(const sigset_t& watched) {
       kill_survivors();
     }
   }
-  if (stopping_ && !ranks_.empty()) print_summary();
+  if (stopping_ && !ranks_.empty()) {
+    before_report_(true);
+    print_summary();
+  }
   return exit_code_;
 }
 
@@ -184,6 +192,7 @@ void Supervisor::on_first_failure(int index) {
   const Tracked& t = ranks_[index];
   const std::string ended = how_it_ended(t.status);
   const int others = running_count();
+  before_report_(false);
   say("rank " + std::to_string(t.process.rank) + " (local_rank " +
       std::to_string(t.process.local_rank) + ", pid " + std::to_string(t.process.pid) + ") " +
       ended + stopping_the_others(others));

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,9 +19,10 @@ struct SignalMasks {
   sigset_t original;  // what the ranks get back before exec
 };
 
-// Blocks the watched signals from now on. Blocked, a signal stays pending instead of being lost
-// (a rank that exits, or a Ctrl-C, while other ranks are still starting), and the supervision
-// loop takes them one at a time with sigtimedwait: no handler ever runs at an awkward moment.
+// Blocks the watched signals (and SIGPIPE, which is not waited for) from now on. Blocked, a signal
+// stays pending instead of being lost (a rank that exits, or a Ctrl-C, while other ranks are still
+// starting), and the supervision loop takes them one at a time with sigtimedwait: no handler ever
+// runs at an awkward moment.
 SignalMasks block_watched_signals();
 
 // Owns the started ranks until every one of them has exited and been reaped.
@@ -31,6 +33,12 @@ class Supervisor {
   // Stops every running rank: `signal` now, SIGKILL to those left after the grace period.
   // `exit_code` becomes ddprun's, and `conclusion` the last line of the summary.
   void stop_all(int signal, int exit_code, std::string conclusion);
+
+  // Called before ddprun reports a failure, and before the summary (with true: every rank has
+  // exited), so that the ranks' own last lines, when ddprun copies them (--tee), come first.
+  void before_reports(std::function<void(bool ranks_done)> hook) {
+    before_report_ = std::move(hook);
+  }
 
   // Waits until every rank has exited, stopping the rest at the first failure or at SIGINT,
   // SIGTERM or SIGHUP. Returns ddprun's exit code.
@@ -63,6 +71,7 @@ class Supervisor {
   void print_summary() const;
 
   std::vector<Tracked> ranks_;
+  std::function<void(bool)> before_report_ = [](bool) {};
   double grace_period_s_;
   bool stopping_ = false;
   bool killed_ = false;  // SIGKILL has been sent: nothing is left to escalate
