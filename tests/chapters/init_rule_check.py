@@ -7,8 +7,8 @@
    environment | torch 1.13 | this library |'): each row's sources are run with torch (gloo, three
    ranks, by chapters/02_init_methods/torch_rule.py) and its "torch 1.13" cell must say what torch
    did.
-2. Exercise 1's solution (ch02_init_methods_ex1, under ddprun on three ranks) prints, for the same
-   cases, its prediction of torch's outcome and what this library did: each prediction must be what
+2. Exercise 1's solution (ch02_init_methods_ex1_solution, under ddprun on three ranks) prints, for
+   the same cases, its prediction of torch's outcome and what this library did: each prediction must be what
    torch did, each library outcome the README's "this library" cell, and the cases the README's.
 
 Exit 0 when every cell and prediction agrees, 1 otherwise.
@@ -37,7 +37,7 @@ def main(argv):
         problems.append("README.md has no table of torch's rule (header '| | init_method | "
                         "arguments | URL query | environment | torch 1.13 | this library |')")
 
-    run = ddprun(bin_dir, 3, [f"{bin_dir}/ch02_init_methods_ex1"], deadline=180)
+    run = ddprun(bin_dir, 3, [f"{bin_dir}/ch02_init_methods_ex1_solution"], deadline=180)
     printed = {}
     for line in run.stdout.splitlines():
         match = LINE.match(line)
@@ -45,7 +45,8 @@ def main(argv):
             case = torch_rule.parse_case(match.group(2))
             printed[torch_rule.case_text(case)] = (match.group(3), match.group(4))
     if run.returncode != 0:
-        problems.append(f"ch02_init_methods_ex1 exited {run.returncode}:\n{run.stdout}{run.stderr}")
+        problems.append(f"ch02_init_methods_ex1_solution exited {run.returncode}:\n"
+                        f"{run.stdout}{run.stderr}")
 
     readme_texts = [torch_rule.case_text(case) for case, _, _ in rows]
     if sorted(readme_texts) != sorted(printed):

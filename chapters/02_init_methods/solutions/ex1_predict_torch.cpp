@@ -4,16 +4,16 @@
 // else the environment, whatever the init_method. torch's rule is narrower, and a script that
 // works here may stop there with a ValueError or an AssertionError. The exercise:
 // predict_torch() below gets what each source gives and returns what torch 1.13's
-// init_process_group does, in the words the README's table uses. The program prints your
-// prediction for each case of that table beside what this library does (every rank really
-// initialises with those sources), and `ctest --preset cpu -R 02_init_methods_torch_rule` runs
-// the same cases with PyTorch and compares them with your predictions.
+// init_process_group does, in the words the README's table uses. The program prints that
+// prediction for each case of the table beside what this library does (every rank really
+// initialises with those sources); the grader compares the predictions with what torch 1.13 did,
+// the README table's torch column, which the test 02_init_methods_torch_rule checks against real
+// PyTorch runs.
 //
 // Each source numbers the ranks differently (environment r, URL query (r+1) mod W, arguments
 // (r+2) mod W), so the rank a process gets names the source that won. With 3 ranks the three
-// numberings differ; with 2, the arguments' and the environment's coincide, and the check below
-// can tell them apart only at 3 (the default of ./tutorial run 02-ex1).
-// Run: ./tutorial run 02-ex1   (or: ddprun --standalone --nproc-per-node 3 ch02_init_methods_ex1)
+// numberings differ (with 2, the arguments' and the environment's coincide), so it runs on 3.
+// Grade it: ./tutorial check 02-ex1        Run it: ./tutorial run 02-ex1 --solution
 #include <dist/dist.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -78,15 +78,6 @@ std::string predict_torch(const Case& c) {
   return winner;
 }
 // ---- end of the exercise ----
-
-// This library's rule, for the self-check: each value from the arguments, else the query, else
-// the environment; the rank names the outcome.
-std::string library_rule(const Case& c) {
-  if (c.arguments.rank) return "arguments";
-  if (c.query.rank) return "URL query";
-  if (c.environment.rank) return "environment";
-  return "ConfigError: rank is not set";
-}
 
 std::string given_text(Given g, bool upper) {
   if (!g.any()) return "-";
@@ -197,7 +188,6 @@ int main(int argc, char** argv) {
 
     // Each source's numbering of this process.
     const int from_env = r, from_query = (r + 1) % world, from_arguments = (r + 2) % world;
-    bool ok = true;
     for (std::size_t k = 0; k < kCases.size(); ++k) {
       const Case& c = kCases[k];
       dist::InitOptions o = cli.init_options();
@@ -226,34 +216,20 @@ int main(int argc, char** argv) {
           rank = dist::get_rank();
           dist::destroy_process_group();
         } catch (const dist::ConfigError& e) {
-          // The one refusal the rule predicts (no rank anywhere); anything else is a real error.
-          if (library_rule(c).rfind("ConfigError", 0) != 0) throw;
+          // A refusal is an outcome too: the words before its hint, as the README's table has it.
           const std::string what = e.what();
           library = "ConfigError: " + what.substr(0, what.find(':'));
         }
       }
-      const std::string expected = library_rule(c);
-      if (rank >= 0) {
-        const int wanted = expected == "arguments"   ? from_arguments
-                           : expected == "URL query" ? from_query
-                                                     : from_env;
-        library = rank == wanted ? expected : "rank " + std::to_string(rank);
+      if (rank >= 0) {  // the source whose numbering this rank got (they differ on 3 ranks)
+        library = rank == from_arguments ? "arguments"
+                  : rank == from_query   ? "URL query"
+                  : rank == from_env     ? "environment"
+                                         : "rank " + std::to_string(rank);
       }
-      ok = ok && library == expected;
       dist::out0() << "(" << k + 1 << ") " << case_text(c) << " -> torch: " << predict_torch(c)
                    << "; this library: " << library;
     }
-
-    dist::init_process_group(cli.init_options());  // one group again, for the verdict
-    const bool job_ok = dist::all_ranks_ok(ok);
-    dist::destroy_process_group();
-    if (!job_ok) {
-      dist::out0() << "MISMATCH: this library did not follow its own rule in some case";
-      return dist::kExitFailure;
-    }
-    dist::out0() << "OK: this library followed its rule in all " << kCases.size()
-                 << " cases; the torch predictions are checked against PyTorch by "
-                    "ctest -R 02_init_methods_torch_rule";
     return dist::kExitOk;
   });
 }

@@ -1,11 +1,11 @@
 // Chapter 02, exercise 2 — a world_size that is one too big: who never came?
 //
 // Every rank asks for world_size W+1 while only W processes exist. Nothing hangs: init waits until
-// --timeout (here 2 s, --wait to change it) and then fails on every rank with a TimeoutError that
-// names the rank that never joined, W. The rendezvous is a file:// path private to this job (its
-// name drawn by rank 0 and broadcast over a first, correct group), so the failed attempt leaves
-// no store behind on a port. A second, correct group then gives the job's verdict.
-// Run: ./tutorial run 02-ex2   (or: ddprun --standalone --nproc-per-node 2 ch02_init_methods_ex2)
+// its timeout (here 2 s, --wait to change it) and then fails on every rank with a TimeoutError
+// that names the rank that never joined, W. The rendezvous is a file:// path private to this job
+// (its name drawn by rank 0 and broadcast over a first, correct group), so the failed attempt
+// leaves no store behind on a port.
+// Grade it: ./tutorial check 02-ex2        Run it: ./tutorial run 02-ex2 --solution
 #include <dist/dist.h>
 
 #include <chrono>
@@ -46,12 +46,15 @@ int main(int argc, char** argv) {
     const std::string path = job_file();
     dist::destroy_process_group();
 
-    // The wrong init: world_size W+1. Every rank must fail, naming rank W.
+    // The wrong init meets at the job's private file, as this rank, and gives up after
+    // wait_seconds; every wait in this library has such a deadline.
     dist::InitOptions wrong = cli.init_options();
     wrong.init_method = "file://" + path;
     wrong.rank = rank;
-    wrong.world_size = world + 1;
     wrong.timeout = std::chrono::seconds(wait_seconds);
+
+    // One rank too many: rank W never comes, so every rank fails when the timeout ends.
+    wrong.world_size = world + 1;
     std::string reason = "init returned";
     try {
       dist::init_process_group(wrong);
@@ -60,20 +63,8 @@ int main(int argc, char** argv) {
       reason = e.what();
       reason = reason.substr(0, reason.find(" at "));  // drop the job's private path
     }
-    const std::string expected = "rank " + std::to_string(world) + " of world_size " +
-                                 std::to_string(world + 1) + " never joined";
     dist::out() << "world_size=" << world + 1 << " with " << world
                 << (world == 1 ? " process: " : " processes: ") << reason;
-    const bool ok = reason == expected;
-
-    dist::init_process_group(cli.init_options());  // a correct group again, for the verdict
-    const bool job_ok = dist::all_ranks_ok(ok);
-    dist::destroy_process_group();
-    if (!job_ok) {
-      dist::out0() << "MISMATCH: expected every rank to report \"" << expected << "\"";
-      return dist::kExitFailure;
-    }
-    dist::out0() << "OK: every rank timed out naming rank " << world << ", which never existed";
     return dist::kExitOk;
   });
 }

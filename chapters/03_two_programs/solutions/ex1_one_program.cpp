@@ -4,15 +4,13 @@
 // every rank: --rank and --world-size, when given, are passed to init_process_group (and win, by
 // chapter 02's precedence); without them, env:// reads RANK and WORLD_SIZE, so the same binary
 // runs by hand in two terminals and under ddprun, torchrun or mpirun.
+// Grade it: ./tutorial check 03-ex1 (by hand at 2 and 3 ranks, then under ddprun)
 // Run by hand:   ch03_two_programs_ex1 --rank 0 --world-size 2     (terminal 1)
 //                ch03_two_programs_ex1 --rank 1 --world-size 2     (terminal 2)
-// or:            ./tutorial run 03-ex1   (ddprun --standalone --nproc-per-node 2
-// ch03_two_programs_ex1)
+// or:            ./tutorial run 03-ex1 --solution   (under ddprun, no flags)
 #include <dist/dist.h>
 
-#include <cstdint>
 #include <cstdlib>
-#include <string>
 
 int main(int argc, char** argv) {
   return dist::run_main([&] {
@@ -27,25 +25,20 @@ int main(int argc, char** argv) {
     ::setenv("MASTER_PORT", "29501", 0);
 
     dist::InitOptions options = cli.init_options();
-    options.rank = rank_flag;         // -1 leaves it to the environment
-    options.world_size = world_flag;  // likewise
+    // The flags, when given, go to init_process_group; -1 (not given) leaves each value to the
+    // environment, RANK and WORLD_SIZE, as a launcher sets them.
+    options.rank = rank_flag;
+    options.world_size = world_flag;
     dist::init_process_group(options);
     const int rank = dist::get_rank(), world = dist::get_world_size();
     dist::out() << "Rank: " << rank << ", World size: " << world << " (rank from "
                 << (rank_flag >= 0 ? "--rank" : "RANK") << ")";
 
+    // Every rank joins one collective: the sum over ranks of rank + 1, W (W + 1) / 2.
     dist::Tensor t = dist::full(1, rank + 1, dist::kInt64, dist::get_device());
     dist::all_reduce(t, dist::ReduceOp::SUM);
-    const bool ok = t.item(0) == static_cast<double>(std::int64_t{world} * (world + 1) / 2);
-    const bool job_ok = dist::all_ranks_ok(ok);
-    // Printed before destroy: run by hand, nothing in the environment names rank 0 afterwards.
-    if (job_ok) {
-      dist::out0() << "OK: one program, " << world
-                   << " ranks; all_reduce(rank + 1) = " << t.item(0);
-    } else {
-      dist::out0() << "MISMATCH: all_reduce(rank + 1) should be W(W+1)/2 on every rank";
-    }
+    dist::out() << "all_reduce(rank + 1) = " << t.cpu();
     dist::destroy_process_group();
-    return job_ok ? dist::kExitOk : dist::kExitFailure;
+    return dist::kExitOk;
   });
 }

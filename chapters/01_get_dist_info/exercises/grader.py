@@ -1,0 +1,106 @@
+"""Chapter 01's exercises, graded by what the ranks print (./tutorial check 01-ex1, 01-ex2).
+
+A guard or a machine number that is right on one machine can still be wrong on two, so besides
+one-machine jobs each exercise runs as "two machines" on this one: one ddprun per machine, with
+--nnodes 2, its --node-rank and a shared --master-port, as the README shows.
+"""
+import os
+import shlex
+import socket
+
+from grading import Exercise, Fail, Mutation, run_command, run_ddprun
+
+# world_size -> (machines, ranks per machine) for the runs of both exercises.
+LAYOUTS = {1: (1, 1), 3: (1, 3), 4: (2, 2), 6: (3, 2)}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_machines(bin_dir, program, world, exercise):
+    """One ddprun per machine of LAYOUTS[world], started together; killed at the deadline."""
+    machines, per_machine = LAYOUTS[world]
+    ddprun = os.path.join(bin_dir, "ddprun")
+    if machines == 1:
+        return run_ddprun(bin_dir, program, world, list(exercise.args), exercise.deadline_s)
+    port = str(free_port())
+    commands = [[ddprun, "--nnodes", str(machines), "--node-rank", str(m), "--nproc-per-node",
+                 str(per_machine), "--master-addr", "127.0.0.1", "--master-port", port, program,
+                 *exercise.args] for m in range(machines)]
+    # Every ddprun in the background, then each one's exit code: the first that is not 0 wins.
+    script = "".join(f"{shlex.join(c)} & p{m}=$!; " for m, c in enumerate(commands))
+    script += "s=0; " + "".join(f"wait $p{m} || s=$?; " for m in range(machines)) + "exit $s"
+    return run_command(["sh", "-c", script], world, exercise.deadline_s)
+
+
+def where(run, rank):
+    machines, per_machine = LAYOUTS[run.world]
+    return (f"(rank {rank} runs on machine {rank // per_machine} of {machines}, "
+            f"{per_machine} ranks per machine)")
+
+
+def judge_main_process(run):
+    w = run.world
+    for rank in range(w):
+        line = run.value(rank, r"^(main process\? .*)$", str, "main process? ...")
+        try:
+            said = dict(part.split(": ") for part in line[len("main process? "):].split(", "))
+        except ValueError:
+            raise Fail(f"rank {rank} printed '{line}', not three 'guard: yes/no' answers",
+                       "keep the starter's print lines: the grader reads them") from None
+        right = {"naive guard before init": "yes", "launcher's RANK before init":
+                 "yes" if rank == 0 else "no", "after init": "yes" if rank == 0 else "no"}
+        for guard, answer in right.items():
+            if said.get(guard) != answer:
+                raise Fail(f"rank {rank} answers '{said.get(guard)}' for the {guard}; it should "
+                           f"answer '{answer}' {where(run, rank)}",
+                           "before init only the launcher's variables know the rank: RANK is "
+                           "the rank in the job, LOCAL_RANK only the index on one machine")
+    counts = run.value(0, r"^main processes: (.*)$", str, "main processes: ...")
+    right = f"naive guard before init {w}, launcher's RANK before init 1, after init 1"
+    if counts != right:
+        raise Fail(f"rank 0 counts '{counts}'; over the {w} processes it is '{right}'",
+                   "all_reduce the three 0/1 flags with SUM: the sum over ranks is the count")
+
+
+def judge_machine_and_gpu(run):
+    machines, per_machine = LAYOUTS[run.world]
+    for rank in range(run.world):
+        line = run.value(rank, r"^(machine .*)$", str, "machine M, local_rank S")
+        right = (f"machine {rank // per_machine}, local_rank {rank % per_machine} "
+                 f"(cuda:{rank % per_machine} under nccl)")
+        if line != right:
+            raise Fail(f"rank {rank} says '{line}'; it is on '{right}' {where(run, rank)}",
+                       "ranks are numbered machine by machine: rank = machine * "
+                       "local_world_size + local_rank")
+    taken = run.value(0, r"^ranks on each \(machine, local_rank\): (.*)$", str,
+                      "ranks on each (machine, local_rank): tensor(...)")
+    right = "tensor([" + ", ".join(["1"] * run.world) + "])"
+    if taken != right:
+        raise Fail(f"rank 0 counts {taken} ranks on each (machine, local_rank); it should be "
+                   f"{right}: one rank per GPU slot")
+
+
+EXERCISES = {
+    "ex1": Exercise(
+        title="who thinks it is the main process, before and after init",
+        judge=judge_main_process,
+        worlds=(1, 3, 4),  # 4: two machines of two ranks, where LOCAL_RANK 0 is two processes
+        runner=run_machines,
+        hint="before init, read the rank the launcher set; count with one all_reduce SUM",
+        mutation=Mutation(find="dist::read_launch_env().rank.value_or(0) == 0",
+                          replace="dist::read_launch_env().local_rank.value_or(0) == 0",
+                          expect="for the launcher's RANK before init")),
+    "ex2": Exercise(
+        title="rank from machine and local rank",
+        judge=judge_machine_and_gpu,
+        worlds=(3, 4, 6),  # one machine of 3, two of 2, three of 2
+        runner=run_machines,
+        hint="machine = rank / local_world_size; the GPU slot is local_rank",
+        mutation=Mutation(find="info.rank / info.local_world_size",
+                          replace="info.rank / info.world_size",
+                          expect="ranks are numbered machine by machine")),
+}
