@@ -18,7 +18,9 @@ Only Python's standard library is used: participants' machines need no PyTorch t
 """
 import os
 import re
+import shlex
 import signal
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -141,6 +143,22 @@ def run_command(command, world, deadline_s, env=None):
                        "a rank waits for a collective the others never call: every rank must "
                        "make the same calls in the same order") from None
     return Run(world, proc.returncode, out, err, command)
+
+
+def run_together(commands, world, deadline_s, env=None):
+    """Several commands started together (the processes of one job started by hand, or one ddprun
+    per machine), in one process group killed whole at the deadline; the job's exit code is the
+    last non-zero one of theirs, 0 if all succeed."""
+    script = "".join(f"{shlex.join(c)} & p{i}=$!; " for i, c in enumerate(commands))
+    script += "s=0; " + "".join(f"wait $p{i} || s=$?; " for i in range(len(commands))) + "exit $s"
+    return run_command(["sh", "-c", script], world, deadline_s, env)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a job's --master-port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def grade(exercise, bin_dir, program, report=print):

@@ -5,19 +5,11 @@ one-machine jobs each exercise runs as "two machines" on this one: one ddprun pe
 --nnodes 2, its --node-rank and a shared --master-port, as the README shows.
 """
 import os
-import shlex
-import socket
 
-from grading import Exercise, Fail, Mutation, run_command, run_ddprun
+from grading import Exercise, Fail, Mutation, free_port, run_ddprun, run_together
 
 # world_size -> (machines, ranks per machine) for the runs of both exercises.
 LAYOUTS = {1: (1, 1), 3: (1, 3), 4: (2, 2), 6: (3, 2)}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_machines(bin_dir, program, world, exercise):
@@ -30,10 +22,7 @@ def run_machines(bin_dir, program, world, exercise):
     commands = [[ddprun, "--nnodes", str(machines), "--node-rank", str(m), "--nproc-per-node",
                  str(per_machine), "--master-addr", "127.0.0.1", "--master-port", port, program,
                  *exercise.args] for m in range(machines)]
-    # Every ddprun in the background, then each one's exit code: the first that is not 0 wins.
-    script = "".join(f"{shlex.join(c)} & p{m}=$!; " for m, c in enumerate(commands))
-    script += "s=0; " + "".join(f"wait $p{m} || s=$?; " for m in range(machines)) + "exit $s"
-    return run_command(["sh", "-c", script], world, exercise.deadline_s)
+    return run_together(commands, world, exercise.deadline_s)
 
 
 def where(run, rank):

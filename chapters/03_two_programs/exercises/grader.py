@@ -5,23 +5,15 @@ per rank with --rank and --world-size and no launcher's variables (as two termin
 under ddprun with no flags. Exercise 2 runs under ddprun; its ranks call init late on purpose,
 and the judge reads the times they print.
 """
-import os
 import shlex
-import socket
 
-from grading import Exercise, Fail, Mutation, run_command, run_ddprun
+from grading import Exercise, Fail, Mutation, free_port, run_ddprun, run_together
 
 # What a launcher sets, unset for the processes started by hand: nothing tells them their rank.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",
                       "SLURM_NTASKS")
 BY_HAND_TIMEOUT_S = 15  # each process's --timeout: a rank whose partner never comes stops soon
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_by_hand_then_launched(bin_dir, program, world, exercise):
@@ -32,10 +24,8 @@ def run_by_hand_then_launched(bin_dir, program, world, exercise):
     commands = [["env", *unset, program, "--rank", str(r), "--world-size", str(world),
                  "--timeout", str(BY_HAND_TIMEOUT_S), *exercise.args]
                 for r in reversed(range(world))]
-    script = "".join(f"{shlex.join(c)} & p{i}=$!; " for i, c in enumerate(commands))
-    script += "s=0; " + "".join(f"wait $p{i} || s=$?; " for i in range(world)) + "exit $s"
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    by_hand = run_command(["sh", "-c", script], world, exercise.deadline_s, env)
+    by_hand = run_together(commands, world, exercise.deadline_s, env)
     if by_hand.returncode != 0:
         raise Fail(f"started by hand on {world} ranks (`{shlex.join(commands[-1][len(unset) + 1:])}`"
                    f" and the others, no RANK or WORLD_SIZE set), a rank exited with code "
