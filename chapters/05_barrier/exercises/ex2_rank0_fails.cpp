@@ -4,7 +4,8 @@
 // barrier before the body on the waiting ranks, one after it on rank 0) lets rank 0's exception
 // skip the barrier that releases the others: they wait until the timeout, or until the launcher
 // stops them. Make every waiting rank get an error at once, without running the download, and
-// say what each rank saw. A failed download still fails the job: every rank exits 1.
+// say what each rank saw. (Here every rank reports and the job ends normally; a training script
+// lets the error end the job, which then stops at once on every rank instead of hanging.)
 // Grade it: ./tutorial check 05-ex2        Run it: ./tutorial run 05-ex2
 #include <dist/dist.h>
 #include <dist/zero_first.h>
@@ -43,8 +44,7 @@ int main(int argc, char** argv) {
         std::chrono::steady_clock::now() - start);
     dist::out() << "ran the download: " << (ran ? "yes" : "no") << "; after " << waited.count()
                 << " ms saw: " << seen;
-    const bool failed = seen != "no error";
     dist::destroy_process_group();
-    return failed ? dist::kExitFailure : dist::kExitOk;  // a failed download fails the job
+    return dist::kExitOk;
   });
 }

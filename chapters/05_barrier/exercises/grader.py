@@ -30,9 +30,6 @@ def judge_take_turns(run):
 
 def judge_rank0_fails(run):
     w = run.world
-    if run.returncode == 0:
-        raise Fail("the job exited with code 0, though rank 0's download failed",
-                   "a rank that saw an error exits 1: keep the starter's ending")
     for rank in range(w):
         line = next((x for x in run.lines(rank) if x.startswith("ran the download: ")), None)
         if line is None:
@@ -55,7 +52,10 @@ def judge_rank0_fails(run):
                        "lambda throws")
         if "rank 0 failed inside zero_first" not in seen:
             raise Fail(f"rank {rank} saw '{seen}'; it should be told that rank 0 failed inside "
-                       "zero_first", "run the download through dist::zero_first")
+                       "zero_first",
+                       "with post C's guard, rank 0's exception skips the barrier that releases "
+                       "the others: they learn nothing until rank 0 goes away or the timeout "
+                       "ends. Run the download through dist::zero_first")
         if int(waited) > TIMEOUT_S * 1000 // 2:
             raise Fail(f"rank {rank} learnt of rank 0's failure after {waited} ms, near the "
                        f"{TIMEOUT_S} s timeout; it should know at once")
@@ -80,7 +80,9 @@ EXERCISES = {
         worlds=(2, 3),
         deadline_s=30,
         args=("--timeout", str(TIMEOUT_S)),
-        any_exit_code=True,  # the job is meant to fail: rank 0's download did
+        # The judge reads what each rank reports, whatever the exit code: a version that lets an
+        # error end a rank is told which rank said nothing, rather than only "exit code 1".
+        any_exit_code=True,
         hint="dist::zero_first tells the waiting ranks when rank 0's lambda throws",
         mutation=Mutation(
             find="dist::zero_first(download);",
