@@ -50,7 +50,8 @@ def judge_seed_collisions(run):
             line = run.value(rank, rf"^(job {job}: .*)$", str, f"job {job}: seed S, draws ...")
             m = re.fullmatch(rf"job {job}: seed (\d+), draws (.*)", line)
             if not m:
-                raise Fail(f"rank {rank} printed '{line}', not 'job {job}: seed S, draws tensor(...)'")
+                raise Fail(f"rank {rank} printed '{line}', not "
+                           f"'job {job}: seed S, draws tensor(...)'")
             seed = int(m.group(1))
             check_draws(rank, f"draws in job {job}", seed, tensor_values(rank, m.group(2)),
                         randint(0, IMAGES, DRAWS, TorchGenerator(seed)))
@@ -123,7 +124,8 @@ EXERCISES = {
         worlds=(2, 3),
         hint="shared: seed + epoch on every rank; private: one per rank, apart from the shared",
         mutation=Mutation(
-            find="return (std::uint64_t{1} << 31) | (seed << 16) | static_cast<std::uint64_t>(rank);",
+            find="return (std::uint64_t{1} << 31) | (seed << 16) | "
+                 "static_cast<std::uint64_t>(rank);",
             replace="return seed + static_cast<std::uint64_t>(rank);",
             expect="replays the shared order")),
 }

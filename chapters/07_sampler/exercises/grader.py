@@ -20,6 +20,10 @@ WEIGHTS = [1, 1, 1, 1, 6]  # ex2's weights, as the program has them
 PER_RANK = 6               # ex2's --num-samples default
 
 
+def ceil_div(a, b):
+    return -(-a // b)
+
+
 def count_of(count, one, many):
     return f"{count} {one if count == 1 else many}"
 
@@ -33,7 +37,7 @@ def tensor_values(rank, text):
 
 def post_d_shard(n, world, rank, epoch):
     """Post D's DistributedSampler.__iter__; None where its assert fails."""
-    num_samples = -(-n // world)
+    num_samples = ceil_div(n, world)
     total_size = num_samples * world
     indices = randperm(n, TorchGenerator(epoch))
     indices += indices[:total_size - len(indices)]
@@ -55,7 +59,8 @@ def judge_post_d(run):
                     said = "its assert fails" if got is None else f"rank {rank}'s shard is {got}"
                     should = ("its assert fails" if expected is None
                               else f"post D's sampler gives rank {rank} {expected}")
-                    raise Fail(f"with {count_of(n, 'index', 'indices')} in epoch {epoch}, {said}; {should}",
+                    raise Fail(f"with {count_of(n, 'index', 'indices')} in epoch {epoch}, "
+                               f"{said}; {should}",
                                "pad with indices[:total_size - n] (never more than n entries), "
                                "then take indices[rank:total_size:W]")
     count = run.value(0, r"post D's assert fails on (\d+) of", int, "post D's assert fails on N")
@@ -102,10 +107,11 @@ def judge_equal_steps(run):
                 continue
             seen += 1
             n, batch, naive, lo, hi, padded, plo, phi = map(int, m.groups())
-            steps = [-(-(n * (r + 1) // w - n * r // w) // batch) for r in range(w)]
+            steps = [ceil_div(n * (r + 1) // w - n * r // w, batch) for r in range(w)]
             where = f"with {count_of(n, 'index', 'indices')} and batches of {batch}"
             if naive != steps[rank]:
-                raise Fail(f"{where}, rank {rank} says it takes {count_of(naive, 'step', 'steps')}; its "
+                raise Fail(f"{where}, rank {rank} says it takes "
+                           f"{count_of(naive, 'step', 'steps')}; its "
                            f"range [{n * rank // w}, {n * (rank + 1) // w}) takes "
                            f"{count_of(steps[rank], 'step', 'steps')}",
                            "rank r reads [n r / W, n (r + 1) / W), in batches rounded up")
@@ -114,9 +120,10 @@ def judge_equal_steps(run):
                            f"{hi}; over the ranks ({steps}) the fewest is {min(steps)} and the "
                            f"most {max(steps)}",
                            "one all_reduce with ReduceOp::MIN, one with ReduceOp::MAX")
-            even = -(-(-(-n // w)) // batch)  # ceil(ceil(n / W) / B) on every rank
+            even = ceil_div(ceil_div(n, w), batch)  # the padded shard's batches, on every rank
             if (padded, plo, phi) != (even, even, even):
-                raise Fail(f"{where}, rank {rank} says DistributedSampler gives {count_of(padded, 'step', 'steps')} "
+                raise Fail(f"{where}, rank {rank} says DistributedSampler gives "
+                           f"{count_of(padded, 'step', 'steps')} "
                            f"(ranks {plo} to {phi}); it gives every rank {even}",
                            "keep the starter's DistributedSampler lines; min_max serves both")
         if seen != 48:
@@ -131,7 +138,8 @@ EXERCISES = {
         worlds=(2, 3),  # on 3 ranks one index is too few: the assert fails (W > 2n)
         hint="post D's __iter__, line for line",
         mutation=Mutation(
-            find="for (std::int64_t i = rank; i < total_size; i += world) mine.push_back(indices[i]);",
+            find="for (std::int64_t i = rank; i < total_size; i += world) "
+                 "mine.push_back(indices[i]);",
             replace="for (std::int64_t i = rank * num_samples; i < (rank + 1) * num_samples; ++i)\n"
                     "    mine.push_back(indices[i]);  // a contiguous block",
             expect="post D's sampler gives rank")),
