@@ -2,13 +2,13 @@
 
 Each judge works out the right answer itself: the closed forms of exercises 1 and 2, and for
 exercise 3 a plain-Python replay of the training (the same samples, batches and SGD steps, in
-double precision), at one process and at W ranks; tools/grader/grading.py runs the program at
-each world size.
+double precision), at one process and at W ranks, at 4 ranks also where the rule stops holding;
+tools/grader/grading.py runs the program at each world size.
 """
 import math
 import struct
 
-from grading import Exercise, Fail, Mutation, close
+from grading import Exercise, Fail, Mutation, close, run_command
 
 
 # ---- Exercise 1: averaged gradients keep every replica's gap to rank 0 as it started
@@ -105,34 +105,53 @@ def replay(world, lr, w=-0.5, b=0.25):
     return losses
 
 
-def judge_linear_scaling(run):
+def check_scaling(run, base_lr, where=""):
+    """Every rank's learning rate is base_lr x W, and rank 0's epochs are the replay's: W ranks at
+    that rate, and one process with batches of BATCH at base_lr."""
     w = run.world
-    scaled = BASE_LR * w
+    scaled = base_lr * w
     for rank in range(w):
         lr = run.value(rank, r"learning rate (\S+) for", what="learning rate X")
         lr = float(lr)  # to 1e-5, not to the printed digit (0.01 is not 0.02)
         if not close(lr, scaled, rel=1e-5):
-            rule = (" (not scaled)" if close(lr, BASE_LR, rel=1e-5) else
-                    " (the square-root rule)" if close(lr, BASE_LR * math.sqrt(w), rel=1e-5)
+            rule = (" (not scaled)" if close(lr, base_lr, rel=1e-5) else
+                    " (the square-root rule)" if close(lr, base_lr * math.sqrt(w), rel=1e-5)
                     else "")
-            raise Fail(f"rank {rank} trains at learning rate {lr:g}{rule}; global batches of "
-                       f"{w} x {BATCH} take {w} times fewer steps an epoch, so the linear "
-                       f"scaling rule gives {BASE_LR} x {w} = {scaled:g}",
+            raise Fail(f"{where}rank {rank} trains at learning rate {lr:g}{rule}; global batches "
+                       f"of {w} x {BATCH} take {w} times fewer steps an epoch, so the linear "
+                       f"scaling rule gives {base_lr:g} x {w} = {scaled:g}",
                        "multiply the base learning rate by world_size")
-    ours, alone = replay(w, scaled), replay(1, BASE_LR)
+    ours, alone = replay(w, scaled), replay(1, base_lr)
     for epoch in range(1, EPOCHS + 1):
         line = f"epoch {epoch}: loss "
         got = run.value(0, rf"^{line}(\S+) on", what=line + "X on ...")
         one = run.value(0, rf"^{line}.*, (\S+) for one process", what=line + "..., one process")
         if not close(one, alone[epoch - 1], rel=1e-4):
-            raise Fail(f"rank 0 says one process's epoch-{epoch} loss is {one:g}; it is "
+            raise Fail(f"{where}rank 0 says one process's epoch-{epoch} loss is {one:g}; it is "
                        f"{alone[epoch - 1]:.6g}",
                        "leave the one process as the starter has it: batches of 8 at the base "
                        "learning rate")
         if not close(got, ours[epoch - 1], rel=1e-4):
-            raise Fail(f"rank 0 says the epoch-{epoch} loss on {w} ranks is {got:g}; at learning "
-                       f"rate {scaled:g} it is {ours[epoch - 1]:.6g}",
+            raise Fail(f"{where}rank 0 says the epoch-{epoch} loss on {w} ranks is {got:g}; at "
+                       f"learning rate {scaled:g} it is {ours[epoch - 1]:.6g}",
                        "train the DDP replica at the learning rate you print")
+
+
+# Where the rule stops: at base lr 0.2, 4 ranks step at 0.8, past 2 / 2.67 = 0.75 (2.67 being the
+# largest curvature of the mean loss over the 240 samples): the replay's loss grows every epoch,
+# from 35.7 to about 2.5e5, while one process at 0.2 settles at 0.0043.
+FAR_LR, FAR_WORLD = 0.2, 4
+
+
+def judge_linear_scaling(run):
+    check_scaling(run, BASE_LR)
+    if run.world == FAR_WORLD:
+        far = run_command(run.command + ["--base-lr", str(FAR_LR)], run.world, 60)
+        where = f"with --base-lr {FAR_LR}, where the rule stops holding: "
+        if far.returncode != 0:
+            raise Fail(f"{where}the job exited with code {far.returncode}. Last lines:\n"
+                       f"{far.tail()}")
+        check_scaling(far, FAR_LR, where)
 
 
 EXERCISES = {
