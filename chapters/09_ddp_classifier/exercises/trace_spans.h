@@ -13,8 +13,8 @@
 namespace ch09 {
 
 struct TraceSpan {
-  std::string name;        // "backward fc1", "all_reduce bucket 0 (650 values)", ...
-  int thread = 0;          // the trace's tid: "main", "gradient all_reduce"
+  std::string name;        // "backward fc1", "all_reduce bucket 0 (714 values)", ...
+  int thread = 0;          // the trace's tid: one per thread ("main", "gradient all_reduce")
   long long start_us = 0;  // from the timeline's start
   long long end_us = 0;    // start_us + the span's duration
 };
