@@ -1,16 +1,16 @@
 // Chapter 08, exercise 1 — DDP without its broadcast.
 //
-// Leave out DDP's first promise: every rank keeps its own initial weights, and only the gradients
-// are averaged (all_reduce of grad / W, by hand). Predict, then check: every rank applies the same
-// averaged step, so the gap between two replicas never changes; they never meet, whatever the
-// number of steps. With dist::DistributedDataParallel (broadcast first) the gap is exactly 0.
-//
-// Run: ./tutorial run 08-ex1   (or: ddprun --standalone --nproc-per-node 2 ch08_ddp_linear_ex1)
+// Leave out DDP's first promise: every rank keeps its own initial weights (rank r starts at
+// w = -0.5 + 0.25 r), and only the gradients are averaged, by hand: each rank divides its
+// gradients by world_size and all-reduces them with SUM. Every rank then applies the same
+// averaged step, so the gap between rank r's weight and rank 0's never changes: the replicas
+// never meet, however long they train. With dist::DistributedDataParallel, which broadcasts rank
+// 0's weights first, the gap is exactly 0.
+// Grade it: ./tutorial check 08-ex1        Run it: ./tutorial run 08-ex1 --solution
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
 
-#include <cmath>
 #include <vector>
 
 #include "noiseless_line.h"
@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     dist::Linear alone(1, 1, own, dist::get_device());
     const double gap_before = gap_to_rank0(alone);
     ch08::train_on_line(alone, 0.01, 4, [&] {
+      // The mean of every rank's gradient, on every rank: what DDP does after backward.
       for (dist::Parameter* p : alone.parameters()) {
         p->grad /= world;
         dist::all_reduce(p->grad, dist::ReduceOp::SUM);
@@ -55,21 +56,8 @@ int main(int argc, char** argv) {
       dist::DistributedDataParallel ddp(wrapped.parameters());
       ch08::train_on_line(wrapped, 0.01, 4, [&] { ddp.average_gradients(); });
     }
-    const double ddp_gap = gap_to_rank0(wrapped);
-    dist::out() << "with DistributedDataParallel: w - rank 0's w = " << ddp_gap;
-
-    // The closed forms: the gap is 0.25 * rank, before and after (to float rounding), and 0
-    // exactly with the broadcast.
-    const bool ok = std::abs(gap_before - 0.25 * rank) < 1e-6 &&
-                    std::abs(gap_after - gap_before) < 1e-4 && ddp_gap == 0.0;
-    const bool job_ok = dist::all_ranks_ok(ok);
+    dist::out() << "with DistributedDataParallel: w - rank 0's w = " << gap_to_rank0(wrapped);
     dist::destroy_process_group();
-    if (!job_ok) {
-      dist::out0() << "MISMATCH: some rank's gap is not what the closed form says (see above)";
-      return rank == 0 ? dist::kExitFailure : dist::kExitOk;
-    }
-    dist::out0() << "OK: averaged gradients keep every gap as it started; only the broadcast makes "
-                 << "the replicas equal";
     return dist::kExitOk;
   });
 }

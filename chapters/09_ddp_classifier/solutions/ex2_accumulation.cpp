@@ -1,20 +1,17 @@
 // Chapter 09, exercise 2 — gradient accumulation with no_sync() is a bigger batch.
 //
-// With K micro-batches of B samples per step, each backward under ddp.no_sync() (no
-// communication) and the loss scaled by 1/K, the one synchronised backward at the end averages
-// the summed gradients: the step is the step of one batch of K * B samples on every rank. Train
-// a Linear model both ways on the same data and compare the weights (to float32 rounding), and
-// count the all_reduces that the accumulation saved.
-//
-// Run: ./tutorial run 09-ex2   (or: ddprun --standalone --nproc-per-node 2 ch09_ddp_classifier_ex2)
+// With K micro-batches of B samples per step, each backward but the last under ddp.no_sync() (no
+// communication) and each loss scaled by 1/K, the one synchronised backward at the end averages
+// the summed gradients: the step is the step of one batch of K * B samples on every rank, with K
+// times fewer all_reduces. The program trains a Linear model both ways on the same data.
+// Grade it: ./tutorial check 09-ex2        Run it: ./tutorial run 09-ex2 --solution
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
 #include <dist/trace.h>
 
-#include <cmath>
-#include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -55,7 +52,8 @@ int main(int argc, char** argv) {
     dist::DistributedDataParallel ddp_b(big.parameters(), {.overlap = false});
     dist::SGD opt_a(accumulated.parameters(), 0.05), opt_b(big.parameters(), 0.05);
     for (int step = 0; step < kSteps; ++step) {
-      for (int m = 0; m < kMicro; ++m) {  // K micro-batches, only the last one synchronised
+      for (int m = 0; m < kMicro; ++m) {  // K micro-batches of the step's samples
+        // Only the last micro-batch synchronises; each loss counts 1/K of the step.
         std::optional<dist::DistributedDataParallel::NoSync> local;
         if (m + 1 < kMicro) local.emplace(ddp_a);
         auto [x, y] = samples(rank, step, m * kBatch, kBatch);
@@ -72,24 +70,17 @@ int main(int argc, char** argv) {
       opt_b.step();
       opt_b.zero_grad();
     }
-    const auto syncs = static_cast<int>(all_reduces.size());
-    bool ok = syncs == kSteps && ddp_a.buckets().size() == 1;
-    for (std::int64_t k = 0; k < 6; ++k) {
-      const double a = accumulated.weight().data.item(k), b = big.weight().data.item(k);
-      ok = ok && std::abs(a - b) <= 1e-5 * std::max(1.0, std::abs(b));
-    }
-    dist::out0() << "after " << kSteps << " steps: w[0] = " << accumulated.weight().data.item(0)
-                 << " accumulated over " << kMicro << " micro-batches, "
-                 << big.weight().data.item(0) << " with one batch of " << kMicro * kBatch
-                 << "; all_reduces: " << syncs << " instead of " << kSteps * kMicro;
-    const bool job_ok = dist::all_ranks_ok(ok);
+    const dist::Tensor& wa = accumulated.weight().data;
+    const dist::Tensor& wb = big.weight().data;
+    dist::out() << "after " << kSteps << " steps, accumulated over " << kMicro
+                << " micro-batches: w[0] = " << wa.item(0) << ", w[5] = " << wa.item(5)
+                << ", b[1] = " << accumulated.bias().data.item(1);
+    dist::out() << "after " << kSteps << " steps, one batch of " << kMicro * kBatch
+                << ": w[0] = " << wb.item(0) << ", w[5] = " << wb.item(5)
+                << ", b[1] = " << big.bias().data.item(1);
+    dist::out() << "all_reduces with accumulation: " << all_reduces.size() << " in " << kSteps
+                << " steps";
     dist::destroy_process_group();
-    if (!job_ok) {
-      dist::out0() << "MISMATCH: accumulation differs from the bigger batch";
-      return rank == 0 ? dist::kExitFailure : dist::kExitOk;
-    }
-    dist::out0() << "OK: no_sync() accumulation takes the bigger batch's steps with " << kMicro
-                 << " times fewer all_reduces";
     return dist::kExitOk;
   });
 }
