@@ -4,7 +4,8 @@
   - the table itself: six fields a row, known kinds, rank fields N, N,M or MxN, no lesson twice;
     every chapter folder chapters/NN_name/ has a row NN and every row NN one folder; every
     exercise row NN-exK follows its chapter and has one solution chapters/NN_name/solutions/exK_*.cpp,
-    and every solution there has a row;
+    a starter of the same name in exercises/ (with a TODO(exercise)) and an entry in the chapter's
+    exercises/grader.py, and every solution there has a row;
   - README.md's Syllabus table: a row for every lesson that is not an exercise, in the table's
     order (`smoke`, `multinode`, then NN with [name](chapters/NN_name/README.md) and its deck
     slides/decks/NN_name.md);
@@ -69,6 +70,23 @@ def read_table(root, problems):
     return lessons
 
 
+def check_exercise(lesson, folder, file, problems):
+    """A participant's exercise: the starter exercises/FILE (the solution's name), with the part to
+    write marked, and an entry for it in the chapter's grader."""
+    starter = folder / "exercises" / file
+    if not starter.is_file():
+        problems.append(f"{lesson.where()}: wants the starter chapters/{folder.name}/exercises/"
+                        f"{file} (the solution's file name), for ./tutorial check")
+    elif "TODO(exercise)" not in starter.read_text():
+        problems.append(f"chapters/{folder.name}/exercises/{file}: the starter marks no part "
+                        "to write with TODO(exercise)")
+    grader = folder / "exercises" / "grader.py"
+    if not grader.is_file() or not re.search(rf'^\s*"{lesson.exercise}": Exercise\(',
+                                             grader.read_text(), re.M):
+        problems.append(f"{lesson.where()}: chapters/{folder.name}/exercises/grader.py wants an "
+                        f"entry \"{lesson.exercise}\": Exercise(...) in EXERCISES")
+
+
 def check_table(root, lessons, problems):
     folders = {p.name[:2]: p for p in sorted((root / "chapters").glob("[0-9][0-9]_*")) if p.is_dir()}
     chapters = {l.chapter for l in lessons if l.chapter and not l.exercise}
@@ -90,6 +108,8 @@ def check_table(root, lessons, problems):
                     problems.append(f"{lesson.where()}: wants one solution "
                                     f"chapters/{folders[lesson.chapter].name}/solutions/"
                                     f"{lesson.exercise}_*.cpp, found {len(solutions)}")
+                else:
+                    check_exercise(lesson, folders[lesson.chapter], solutions[0].name, problems)
     names = {l.name for l in lessons}
     for number, folder in folders.items():
         for solution in sorted((folder / "solutions").glob("ex*_*.cpp")):
