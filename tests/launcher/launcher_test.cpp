@@ -519,8 +519,10 @@ TEST(Ddprun, ReportsARankKilledBySignalAndExits128PlusTheSignal) {
 
 // A stopped rank is the cause the first failure hides: the others time out waiting for it.
 TEST(Ddprun, NamesARankThatWasStoppedWhenTheFirstFailureCame) {
+  // Rank 0 fails after 1.5 s: rank 2 must have started and stopped itself by then, also under
+  // ThreadSanitizer on a loaded machine (at 0.1 s it sometimes had not).
   const Result r = run_ddprun({"--nproc-per-node", "3", PROBE_PATH, "--stop-on-rank", "2",
-                               "--exit-on-rank", "0:1", "--sleep", "60"});
+                               "--exit-on-rank", "0:1", "--fail-after", "1.5", "--sleep", "60"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, kStopLimitS);
   EXPECT_TRUE(contains(r.err, "rank 0  exit code 1   <- first failure\n")) << r.err;

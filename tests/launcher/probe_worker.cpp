@@ -3,10 +3,12 @@
 // It prints, on one line, what its launcher gave it: the variables torchrun sets and its own
 // argv. Then, on request, it misbehaves, so that the tests can watch ddprun react:
 //
-//   --exit-on-rank R:CODE   rank R exits with CODE after a short delay
+//   --exit-on-rank R:CODE   rank R exits with CODE after a short delay (--fail-after)
 //   --sigkill-on-rank R     rank R kills itself with SIGKILL after a short delay
 //   --stop-on-rank R        rank R stops itself with SIGSTOP at once (and exits 0 if continued)
 //   --sleep SECONDS         every other rank sleeps this long, then exits 0
+//   --fail-after SECONDS    the delay of --exit-on-rank and --sigkill-on-rank (default 0.1 s):
+//                           longer where the test needs the other ranks started first
 //   --ignore-sigterm        ignore SIGTERM, so that only SIGKILL can stop this rank
 //   --lines N               first print N lines "rank R out I" on stdout and "rank R err I" on
 //                           stderr, then "rank R unterminated" on stderr with no newline (for
@@ -27,7 +29,7 @@
 namespace {
 
 // Long enough for the other ranks to be running when this one fails, short for the tests.
-constexpr auto kFailureDelay = std::chrono::milliseconds(100);
+constexpr double kFailureDelayS = 0.1;
 
 // Besides what ddprun sets for every rank (tests/support/launcher_variables.h): the thread count
 // it sets only sometimes, and a variable of the tests' own, to see the environment passed on.
@@ -39,6 +41,7 @@ struct Behaviour {
   int sigkill_rank = -1;
   int stop_rank = -1;
   double sleep_s = 0;
+  double fail_after_s = kFailureDelayS;
   int lines = 0;
   bool ignore_sigterm = false;
 };
@@ -57,6 +60,8 @@ Behaviour read_behaviour(int argc, char** argv) {
       b.stop_rank = std::stoi(value);
     } else if (flag == "--sleep") {
       b.sleep_s = std::stod(value);
+    } else if (flag == "--fail-after") {
+      b.fail_after_s = std::stod(value);
     } else if (flag == "--lines") {
       b.lines = std::stoi(value);
     }
@@ -108,7 +113,7 @@ int main(int argc, char** argv) {
   const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
   if (behaviour.lines > 0) print_lines(rank, behaviour.lines);
   if (rank == behaviour.exit_rank) {
-    std::this_thread::sleep_for(kFailureDelay);
+    std::this_thread::sleep_for(std::chrono::duration<double>(behaviour.fail_after_s));
     return behaviour.exit_code;
   }
   if (rank == behaviour.stop_rank) {
@@ -116,7 +121,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (rank == behaviour.sigkill_rank) {
-    std::this_thread::sleep_for(kFailureDelay);
+    std::this_thread::sleep_for(std::chrono::duration<double>(behaviour.fail_after_s));
     std::raise(SIGKILL);
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(behaviour.sleep_s));
