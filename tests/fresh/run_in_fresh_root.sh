@@ -103,15 +103,29 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 trap 'say "stopped: line $LINENO failed: $BASH_COMMAND"' ERR
 
+# The CPU seconds (user + system) of this shell's finished children, into VAR (no subshell: one
+# would have no children of its own). On a busy machine the wall time says little; the CPU time
+# says what a step costs.
+children_cpu() { # children_cpu VAR
+  local user sys total=0 part
+  times >"$work/times"
+  { read -r _ && read -r user sys; } <"$work/times"
+  for part in "$user" "$sys"; do # like 1m2.345s: whole seconds are enough
+    [[ $part =~ ^([0-9]+)m([0-9]+) ]] && total=$((total + BASH_REMATCH[1] * 60 + 10#${BASH_REMATCH[2]}))
+  done
+  printf -v "$1" '%d' "$total"
+}
 step() { # step SECONDS WHAT COMMAND...: runs COMMAND with a deadline, timed
-  local seconds=$1 what=$2 start=$SECONDS rc=0
+  local seconds=$1 what=$2 start=$SECONDS rc=0 cpu cpu_after
   shift 2
   say "$what (at most $seconds s): $*"
+  children_cpu cpu
   timeout --kill-after=30 "$seconds" "$@" || rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     say "$what: no end within $seconds s"
   fi
-  say "$what: exit $rc after $((SECONDS - start)) s"
+  children_cpu cpu_after
+  say "$what: exit $rc after $((SECONDS - start)) s ($((cpu_after - cpu)) CPU s)"
   return $rc
 }
 
