@@ -8,13 +8,16 @@
 # as on a participant's machine. Exit code: the first failing command's (0 when all ended OK), 2
 # for bad usage, 77 when this machine cannot do it (not root, no debootstrap).
 #
-#   tests/fresh/run_in_fresh_root.sh [--keep] [--work DIR] [--mirror URL] [--no-cache]
-#                                    [-- COMMAND...]
+#   tests/fresh/run_in_fresh_root.sh [--keep] [--work DIR] [--mirror URL] [--cache DIR]
+#                                    [--no-cache] [-- COMMAND...]
 #
 #   --keep        leave the root in place afterwards (default: removed)
 #   --work DIR    where the root and the logs go (default: a new folder in /var/tmp; ~6 GB)
 #   --mirror URL  the Debian mirror (default: the first of this machine's apt sources)
-#   --no-cache    run debootstrap even if build/fresh/ holds a root it made in the last 7 days
+#   --cache DIR   where debootstrap's root and the downloaded .deb files are kept between runs
+#                 (default: /var/cache/dist-tutorial-fresh, outside the checkout, so that CI's
+#                 fresh clones share it)
+#   --no-cache    neither reuse nor keep them: debootstrap and download everything
 #   COMMAND       one command to run instead of the two (e.g. -- ./tutorial tour)
 #
 # The network settings copied from this machine: /etc/hosts with localhost (debootstrap writes
@@ -25,8 +28,10 @@
 # http_proxy, https_proxy, no_proxy and NODE_EXTRA_CA_CERTS. Without the CA certificates, npm ci
 # fails with SELF_SIGNED_CERT_IN_CHAIN on a network that inspects TLS.
 #
-# debootstrap's result is kept as build/fresh/bookworm-minbase.tar and unpacked for the next run
-# within 7 days (a fresh root each time; only the download and unpacking are saved). It takes
+# Kept between runs (--cache): debootstrap's result, unpacked again by the runs of the next 7 days,
+# and apt's downloaded packages, lent to the root's /var/cache/apt/archives as an apt cache on the
+# network would be (apt checks each against the index it has just fetched). Every run still starts
+# from a root in which nothing has run, and installs every package itself. It takes
 # many minutes, so only the fresh preset (ctest --preset fresh), `./tutorial test --fresh` and CI
 # run it. Every step has a deadline, and /proc, /sys and /dev are unmounted on the way out, also
 # after a failure or Ctrl-C.
@@ -34,7 +39,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SUITE=bookworm
-CACHE=$REPO/build/fresh
+CACHE=/var/cache/dist-tutorial-fresh
 CACHE_DAYS=7
 DEBOOTSTRAP_S=1800 # making the root: ~100 packages from the mirror
 COMMAND_S=5400     # one command: its packages, a full build on a small machine, its runs
@@ -52,6 +57,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1 && shift ;;
     --work) [ $# -ge 2 ] || usage && work=$2 && shift 2 ;;
     --mirror) [ $# -ge 2 ] || usage && mirror=$2 && shift 2 ;;
+    --cache) [ $# -ge 2 ] || usage && CACHE=$2 && shift 2 ;;
     --no-cache) cache=0 && shift ;;
     --) shift && [ $# -gt 0 ] && commands=("$(printf '%q ' "$@")") && break ;;
     -h | --help) usage ;;
@@ -189,6 +195,11 @@ give_network_settings
 # the propagation of /, which only a mount point has.
 mount --bind "$root" "$root"
 mount --make-private "$root"
+if [ "$cache" = 1 ]; then # the downloaded packages, older than 30 days dropped
+  mkdir -p "$CACHE/apt-archives/partial"
+  find "$CACHE/apt-archives" -maxdepth 1 -name '*.deb' -mtime +30 -delete
+  mount --bind "$CACHE/apt-archives" "$root/var/cache/apt/archives"
+fi
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --rbind /dev "$root/dev"
