@@ -106,6 +106,8 @@ for pkg in libgtest-dev libgloo-dev python3-torch chromium fonts-dejavu-core; do
   grep 'sudo apt-get' <<<"$out" | grep -qw -- "$pkg" || fail "test's install line lacks $pkg: $out"
 done
 [ ! -s "$installed" ] || fail "test on a bare machine ran: $(cat "$installed")"
+line=$(grep 'sudo apt-get install' <<<"$out" | sed 's/.*--no-install-recommends //')
+[ "$(tr ' ' '\n' <<<"$line" | sort | uniq -d)" = "" ] || fail "test's install line names a package twice: $line"
 echo "ok    test as a user on a bare machine: one install line (the slides' packages in it), nothing run"
 unset -f cmake npm
 eval "$real_missing_packages"
