@@ -8,6 +8,9 @@ For each chapters/NN_name/:
     chapter, Pitfalls, Try this and Next, in that order (others may sit between them);
   - deep dives are collapsed, so the main path stays short: every <details> has a <summary> and is
     closed, and "Deep dive" appears only in a <summary>;
+  - "Try this" gives each exercise's starter (exercises/exK_*.cpp) before its solution, and the
+    solution only inside a collapsed <details> whose <summary> is "Solution (grade yours first:
+    <code>./tutorial check NN-exK</code>)": a participant meets the grader before the answer;
   - main.cpp stays a lesson a reader can hold: at most MAX_MAIN_LINES lines (support code goes in
     a support.h/.cpp beside it, or the library).
 And for every source file under chapters/, common/ and tools/: each slide region (a
@@ -68,6 +71,29 @@ def check_readme(root, readme, problems):
         problems.append(f"{where}:{opened}: <details> never closed")
 
 
+def check_try_this(root, chapter, problems):
+    readme = chapter / "README.md"
+    where = readme.relative_to(root)
+    text = readme.read_text()
+    section = text.split("\n## Try this\n", 1)[-1].split("\n## ", 1)[0]
+    outside = re.sub(r"<details>.*?</details>", "", section, flags=re.S)
+    for starter in sorted((chapter / "exercises").glob("ex*_*.cpp")):
+        short = starter.name.split("_")[0]
+        name = f"{chapter.name[:2]}-{short}"
+        if f"(exercises/{starter.name})" not in outside:
+            problems.append(f"{where}: 'Try this' links no starter exercises/{starter.name} "
+                            "outside a <details>")
+        if f"solutions/{starter.name}" in outside:
+            problems.append(f"{where}: 'Try this' shows solutions/{starter.name} outside its "
+                            "collapsed <details>: grade first, then read the answer")
+        summary = (f"<summary>Solution (grade yours first: <code>./tutorial check {name}</code>)"
+                   "</summary>")
+        block = re.search(rf"<details>\s*{re.escape(summary)}(.*?)</details>", section, re.S)
+        if block is None or f"solutions/{starter.name}" not in block.group(1):
+            problems.append(f"{where}: 'Try this' wants solutions/{starter.name} in a <details> "
+                            f"whose summary is '{summary}'")
+
+
 def check_main_length(root, chapter, problems):
     main = chapter / "main.cpp"
     if main.exists():
@@ -107,6 +133,7 @@ def main(argv):
     for chapter in sorted((root / "chapters").glob("[0-9][0-9]_*")):
         if (chapter / "README.md").exists():
             check_readme(root, chapter / "README.md", problems)
+            check_try_this(root, chapter, problems)
         check_main_length(root, chapter, problems)
     check_markers(root, problems)
     for problem in problems:
