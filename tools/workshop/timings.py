@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections import namedtuple
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,26 +92,25 @@ def deck_titles(deck):
     return titles, len(slides)
 
 
+# One lesson's section of INSTRUCTOR.md: the deck its **Show** line names, the slide titles it
+# shows, the lessons it runs, and its text with whitespace collapsed.
+Section = namedtuple("Section", "deck shown demos text")
+NO_SECTION = Section(None, [], [], "")
+
+
 def guide_sections():
     """INSTRUCTOR.md's lesson sections: key ("00" for smoke and the introduction, NN, or a lesson
-    name) -> (the deck its **Show** line names, the slide titles it shows, the lessons it runs)."""
+    name) -> Section."""
     sections = {}
     text = GUIDE.read_text()
     for m in re.finditer(r"^### (\d\d|smoke|[a-z]+)\b.*?(?=^### |^## |\Z)", text, re.M | re.S):
         key = "00" if m.group(1) == "smoke" else m.group(1)
         show = re.search(r"^\*\*Show\*\* \(deck (\S+?)\):(.*)$", m.group(0), re.M)
-        deck = ROOT / show.group(1) if show else None
-        titles = re.findall(r'"([^"]+)"', show.group(2)) if show else []
-        demos = re.findall(r"^\./tutorial run (\S+)", m.group(0), re.M)
-        sections[key] = (deck, titles, demos)
+        sections[key] = Section(deck=ROOT / show.group(1) if show else None,
+                                shown=re.findall(r'"([^"]+)"', show.group(2)) if show else [],
+                                demos=re.findall(r"^\./tutorial run (\S+)", m.group(0), re.M),
+                                text=" ".join(m.group(0).split()))
     return sections
-
-
-def guide_texts():
-    """INSTRUCTOR.md's chapter sections as text, whitespace collapsed: chapter -> text."""
-    return {m.group(1): " ".join(m.group(0).split())
-            for m in re.finditer(r"^### (\d\d) .*?(?=^### |^## |\Z)", GUIDE.read_text(),
-                                 re.M | re.S)}
 
 
 def try_this_item(chapter_dir, short):
@@ -141,12 +141,11 @@ def exercise_counts(lesson):
 
 # ---- the minutes ------------------------------------------------------------------------------
 
-def chapter_minutes(chapter, shown, measured, whole_deck):
-    _, slides = deck_titles(deck_path(chapter))
-    count = slides if whole_deck else len(shown)
-    run_s = measured["run"].get("smoke" if chapter == "00" else chapter, 0.0)
+def chapter_minutes(chapter, slides, run_s, whole_deck):
+    """A chapter presented: `slides` of its deck, then its demo (the introduction's short form
+    has none: smoke is the next chapter's warm-up)."""
     demo = 0.0 if chapter == "00" and not whole_deck else MODEL["demo_talk_min"] + run_s / 60
-    return count * MODEL["slide_min"] + demo
+    return slides * MODEL["slide_min"] + demo
 
 
 def exercise_minutes(counts, grade_s, build_s):
@@ -183,7 +182,8 @@ def compute(measured, problems):
     if "smoke" not in measured["run"]:
         problems.append(f"{MEASURED.relative_to(ROOT)} has no run time for smoke")
 
-    for key, (deck, shown, demos) in sections.items():
+    names = {l.name for l in table}
+    for key, (deck, shown, demos, _) in sections.items():
         if deck is not None and not deck.is_file():
             problems.append(f"INSTRUCTOR.md: section {key}'s **Show** line names {deck}, which "
                             "does not exist")
@@ -194,29 +194,28 @@ def compute(measured, problems):
                 problems.append(f"INSTRUCTOR.md: section {key} shows \"{title}\", which is not a "
                                 f"slide title of {deck.relative_to(ROOT)}")
         for demo in demos:
-            if demo not in {l.name for l in table}:
+            if demo not in names:
                 problems.append(f"INSTRUCTOR.md: section {key}'s demo runs '{demo}', which is not "
                                 "a lesson of chapters/lessons.txt")
-    texts = guide_texts()
     for name, (lesson, _) in exercises.items():
         wanted = f"`{name}` ({lesson.summary})"
-        if wanted not in texts.get(lesson.chapter, ""):
+        if wanted not in sections.get(lesson.chapter, NO_SECTION).text:
             problems.append(f"INSTRUCTOR.md: chapter {lesson.chapter}'s section does not name "
                             f"{wanted} (its row in chapters/lessons.txt)")
     for key in ["00", *chapters]:
-        deck, shown, _ = sections.get(key, (None, [], []))
-        if deck != deck_path(key) or not shown:
+        section = sections.get(key, NO_SECTION)
+        if section.deck != deck_path(key) or not section.shown:
             problems.append(f"INSTRUCTOR.md: chapter {key} needs a section with a **Show** line "
                             f"naming slides of {deck_path(key).relative_to(ROOT)}")
 
     rows = []
     for key in ["00", *chapters]:
-        shown = sections.get(key, (None, [], []))[1]
+        shown = len(sections.get(key, NO_SECTION).shown)
         _, slides = deck_titles(deck_path(key))
-        rows.append(("chapter", key, slides, len(shown),
-                     measured["run"].get("smoke" if key == "00" else key, 0.0),
-                     chapter_minutes(key, shown, measured, False),
-                     chapter_minutes(key, shown, measured, True)))
+        run_s = measured["run"].get("smoke" if key == "00" else key, 0.0)
+        rows.append(("chapter", key, slides, shown, run_s,
+                     chapter_minutes(key, shown, run_s, False),
+                     chapter_minutes(key, slides, run_s, True)))
     for name, (lesson, counts) in exercises.items():
         grade_s = measured["grade"].get(name, 0.0)
         rows.append(("exercise", name, counts, grade_s,
