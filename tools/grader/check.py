@@ -23,16 +23,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests/readme"))
+from check_syllabus import read_table  # noqa: E402  (the lesson table, parsed once)
 from grading import Fail, grade  # noqa: E402
 
 
 def lesson_programs():
     """lesson name -> program, from chapters/lessons.txt (the syllabus, written once)."""
-    programs = {}
-    for line in (ROOT / "chapters/lessons.txt").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            fields = [f.strip() for f in line.split("|")]
-            programs[fields[0]] = fields[1]
+    problems = []
+    programs = {lesson.name: lesson.program for lesson in read_table(ROOT, problems)}
+    if problems:
+        raise SystemExit("check: chapters/lessons.txt: " + "; ".join(problems))
     return programs
 
 
