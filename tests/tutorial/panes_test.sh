@@ -34,8 +34,11 @@ expect_refusal() { # expect_refusal WHAT TEXT COMMAND...: exits 2, and says TEXT
   grep -qF -- "$text" <<<"$out" || fail "$what: the message does not say '$text': $out"
   echo "ok    $what: exit 2, '$text'"
 }
+# A PATH without tmux, with the few tools the install line is worked out with (os-release, uid).
+mkdir "$work/no-tmux"
+for tool in sed head id; do ln -s "$(command -v $tool)" "$work/no-tmux/$tool"; done
 expect_refusal "no tmux" "apt-get install -y --no-install-recommends tmux" \
-  env PATH=/nonexistent "$BASH" -c "source '$root/tutorial'; load_lessons; BIN=$bin BUILT=1; run_lesson 01 --panes"
+  env PATH="$work/no-tmux" "$BASH" -c "source '$root/tutorial'; load_lessons; BIN=$bin BUILT=1; run_lesson 01 --panes"
 expect_refusal "no terminal" "add --detach" run_lesson 01 --panes
 expect_refusal "not a ddprun lesson" "run it without --panes" run_lesson 10 --panes --detach
 expect_refusal "--detach alone" "--detach goes with --panes" run_lesson 01 --detach
