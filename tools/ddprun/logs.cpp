@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -32,16 +33,11 @@ UsageError cannot_make(const std::string& path, int error) {
 
 // mkdir -p: every missing folder on the way, then `path` itself.
 void make_folders(const std::string& path) {
-  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string prefix = path.substr(0, slash);
-    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
-      throw cannot_make(prefix, errno);
-    }
-    if (slash == std::string::npos) break;
-  }
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) throw cannot_make(path, errno);
-  if (!S_ISDIR(info.st_mode)) throw cannot_make(path, ENOTDIR);
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (std::filesystem::is_directory(path)) return;
+  // Something that is not a folder stands in the way (`path` or one on the way to it).
+  throw cannot_make(path, error && error != std::errc::file_exists ? error.value() : ENOTDIR);
 }
 
 // A new folder `parent`/`prefix`XXXXXX, as Python's tempfile.mkdtemp(prefix=...) makes one.
