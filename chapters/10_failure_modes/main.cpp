@@ -138,13 +138,35 @@ std::vector<Case> all_cases() {
                 {{"all_reduce #3 (SUM, torch.float32, 4 elements) timed out after 5 s on rank 0"},
                  {"rank 1  stopped by ddprun (SIGTERM)   <- stopped before the first failure: "
                   "likely cause"},
-                 {"hint: rank 1 had been stopped (SIGSTOP)"}}},
+                 {"hint: rank 1 had been stopped (SIGSTOP)"},
+                 {"rank 0 waits in all_reduce #3 (SUM, torch.float32, 4 elements)"},
+                 {"rank 1 last finished #2 and is in no collective"}}},
        .cause = "a stopped rank is alive and keeps its connections open, so nothing tells the "
                 "others it is gone: they fail at --timeout, and one of them is the first failure. "
-                "ddprun saw the stop and names the rank",
+                "ddprun saw the stop and names the rank, and the flight records show it behind: "
+                "it had finished call #2 and never reached #3",
        .fix = "find what stopped it (a debugger, a shell's Ctrl-Z, memory pressure); keep "
               "--timeout short enough that a stuck job fails in minutes, not hours",
        .fixed = {.fixed = true, .evidence = {{"trained 5 steps"}}}},
+
+      {.name = "who-hung-where",
+       .title = "a hang read from the ranks' flight records",
+       .mistake = "partial-collective's mistake (only rank 0 calls all_reduce) without "
+                  "DIST_DEBUG=DETAIL, with --timeout 2",
+       .broken = {.evidence = {{"rank 0 waits in all_reduce #1 (SUM, torch.float32, 1 elements)"},
+                               {"rank 1 finished no collective and is in barrier #1"},
+                               {"call #1 differs across ranks: rank 0 all_reduce (SUM, "
+                                "torch.float32, 1 elements); rank 1 barrier"}},
+                  .worker = "partial-collective",
+                  .timeout_s = 2},
+       .cause = "each rank knows only that its own call timed out. Each also wrote its last "
+                "collectives to DIST_TRACE_DIR/rank_R.json (at its timeout, or at ddprun's "
+                "SIGTERM), and ddprun read them together: call #1 is an all_reduce on rank 0 and "
+                "a barrier on rank 1",
+       .fix = "as in partial-collective: every rank calls the all_reduce. For any hang, read the "
+              "records first: a rank in another call is a mismatch; a rank behind the others is "
+              "stuck in its own code (stopped-rank)",
+       .fixed = {.fixed = true, .evidence = {{"mean loss 0.75"}}, .worker = "partial-collective"}},
 
       {.name = "never-starts",
        .title = "a rank that never starts",

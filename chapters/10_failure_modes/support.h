@@ -34,6 +34,7 @@ struct JobSpec {
   Env env;             // added to the job's environment (DIST_DEBUG=DETAIL)
   std::vector<Evidence> evidence;
   std::string worker;  // ch10_broken's case, when it is not the driver's case's name
+  int timeout_s = 5;   // ch10_broken --timeout
 };
 
 // One mistake: the job with it, why it failed, the fix, and the job with the fix.
