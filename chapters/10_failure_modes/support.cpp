@@ -170,4 +170,21 @@ std::optional<std::vector<const Case*>> choose_cases(const std::vector<Case>& ca
   return chosen;
 }
 
+bool run_case(const Case& c) {
+  dist::write_stdout("== " + c.name + ": " + c.title + "\n");
+  dist::write_stdout("mistake: " + c.mistake + "\n");
+  std::string problem = ch10::run_and_show(c, c.broken, "with the mistake", false);
+  if (problem.empty()) {
+    dist::write_stdout("cause: " + c.cause + "\n");
+    dist::write_stdout("fix: " + c.fix + "\n");
+    problem = ch10::run_and_show(c, c.fixed, "with the fix", true);
+  }
+  if (!problem.empty()) {
+    dist::write_stdout("FAILED: " + c.name + ": " + problem + "\n");
+    return false;
+  }
+  dist::write_stdout("OK: " + c.name + " reproduced, diagnosed and fixed\n");
+  return true;
+}
+
 }  // namespace ch10

@@ -52,6 +52,11 @@ struct Case {
 std::string run_and_show(const Case& c, const JobSpec& job, const std::string& label,
                          bool expect_success);
 
+// One case: prints its name, the mistake, what the job with it did, the cause and the fix, then
+// runs the fixed job; "OK: NAME reproduced, diagnosed and fixed", or "FAILED: NAME: why". Returns
+// whether it went as the case says.
+bool run_case(const Case& c);
+
 // The command line: the cases it names (every case when it names none), or nothing after --help
 // or --list, which it answers on stdout. Throws dist::ConfigError for a name that is no case.
 std::optional<std::vector<const Case*>> choose_cases(const std::vector<Case>& cases, int argc,
