@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -232,28 +233,21 @@ std::vector<std::string> diagnose_flight(const std::string& dir,
   return lines;
 }
 
-FlightDir prepare_flight_dir(const std::string& log_attempt_dir) {
+FlightDir prepare_flight_dir() {
   const char* exported = std::getenv("DIST_TRACE_DIR");
   if (exported != nullptr && *exported != '\0') return {exported, false};
-  FlightDir dir;
-  std::error_code error;
-  if (!log_attempt_dir.empty()) {
-    dir.path = log_attempt_dir + "/flight";
-    std::filesystem::create_directories(dir.path, error);
-  } else {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ddprun_flight_XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) error.assign(errno, std::generic_category());
-    dir = {pattern, true};
-  }
-  if (error) {
-    say("cannot make the folder for the ranks' flight records, '" + dir.path + "': " +
-        error.message() + "; the job runs without them (export DIST_TRACE_DIR to choose one)");
+  // Not inside --log-dir's folders: they keep torchrun's layout (attempt_0/ holds only the
+  // ranks' folders), which tools that read torchrun's logs rely on.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ddprun_flight_XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    say("cannot make a folder for the ranks' flight records, '" + pattern + "': " +
+        std::strerror(errno) + "; the job runs without them (export DIST_TRACE_DIR to choose one)");
     return {};
   }
-  ::setenv("DIST_TRACE_DIR", dir.path.c_str(), 1);  // every rank inherits it
-  return dir;
+  ::setenv("DIST_TRACE_DIR", pattern.c_str(), 1);  // every rank inherits it
+  return {pattern, true};
 }
 
 void report_flight(const FlightDir& dir, int exit_code, const std::vector<int>& local_ranks) {

@@ -55,11 +55,10 @@ struct FlightDir {
   bool temporary = false;  // ddprun made it under $TMPDIR, and removes it when there is no failure
 };
 
-// DIST_TRACE_DIR as the user exported it (the ranks inherit it); otherwise a new folder that
-// ddprun exports to the ranks: LOG_ATTEMPT_DIR/flight when there are logs (`log_attempt_dir`),
-// else $TMPDIR/ddprun_flight_XXXXXX. A folder that cannot be made is a notice, not an error: the
-// job runs without records.
-FlightDir prepare_flight_dir(const std::string& log_attempt_dir);
+// DIST_TRACE_DIR as the user exported it (the ranks inherit it); otherwise a new folder
+// $TMPDIR/ddprun_flight_XXXXXX that ddprun exports to the ranks. A folder that cannot be made is
+// a notice, not an error: the job runs without records.
+FlightDir prepare_flight_dir();
 
 // After the job: when it failed and records exist, prints "who was where" and the diagnosis,
 // and names the folder. A temporary folder is removed when the job succeeded or left no record.
