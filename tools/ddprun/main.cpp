@@ -125,8 +125,7 @@ int main(int argc, char** argv) {
   }
 
   // The ranks' flight records (flight.h): DIST_TRACE_DIR as exported, or a folder ddprun makes.
-  const ddprun::FlightDir flight =
-      ddprun::prepare_flight_dir(logs->enabled() ? logs->attempt_dir() : "");
+  const ddprun::FlightDir flight = ddprun::prepare_flight_dir();
 
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();

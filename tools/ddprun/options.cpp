@@ -344,9 +344,9 @@ Each rank gets the rest of ddprun's environment, plus:
                       nodes, export the same DIST_STORE_TOKEN on every node yourself
   DIST_TRACE_DIR      where each rank of a dist program writes its flight record
                       (rank_R.json: its last collectives) on a timeout, a failure, SIGTERM,
-                      SIGUSR1 or a crash; unless exported: LOG_DIR/.../attempt_0/flight with
-                      logs, else a new $TMPDIR/ddprun_flight_XXXXXX, removed after a run
-                      that succeeded (DIST_TRACE_BUFFER_SIZE: collectives kept, default 256)
+                      SIGUSR1 or a crash; unless exported: a new $TMPDIR/ddprun_flight_XXXXXX,
+                      removed after a run that succeeded or left no record
+                      (DIST_TRACE_BUFFER_SIZE: collectives kept, default 256)
 
 When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SIGTERM to the
 ranks still running, SIGKILL to any still running after the grace period, prints a summary of
