@@ -85,10 +85,11 @@ TEST(DdprunFlight, NamesTheRankThatIsBehind) {
   dir.write(0, 3, {kSum, kSum, with_state(kSum, State::kTimedOut)}, "timeout");
   dir.write(1, 3, {kSum, kSum});  // stopped in its own code after call #2
   dir.write(2, 3, {kSum, kSum, with_state(kSum, State::kFailed)}, "failure");
-  EXPECT_EQ(ddprun::diagnose_flight(dir.path(), {0, 1, 2}),
-            (Lines{"ranks 0, 2 wait in all_reduce #3 (SUM, torch.float32, 4 elements)",
-                   "rank 1 last finished #2 and is in no collective (in its own code, or in a "
-                   "send/recv)"}));
+  EXPECT_EQ(
+      ddprun::diagnose_flight(dir.path(), {0, 1, 2}),
+      (Lines{"ranks 0, 2 wait in all_reduce #3 (SUM, torch.float32, 4 elements)",
+             "rank 1 last finished #2 and is in no collective (in the program's own code, or in a "
+             "send/recv)"}));
 }
 
 TEST(DdprunFlight, NamesDifferentSizesInTheSameCall) {
@@ -101,6 +102,18 @@ TEST(DdprunFlight, NamesDifferentSizesInTheSameCall) {
                    "elements)",
                    "call #1 differs across ranks: rank 0 all_reduce (SUM, torch.float32, 4 "
                    "elements); rank 1 all_reduce (SUM, torch.float32, 3 elements)"}));
+}
+
+// A call refused for its arguments fails, and the group goes on: the rank is where its last call
+// left it, not in the failed one.
+TEST(DdprunFlight, PlacesARankAfterItsLastCallNotInAnEarlierFailedOne) {
+  Folder dir;
+  dir.write(0, 2, {with_state(kSum, State::kFailed), kSum});
+  dir.write(1, 2, {kSum, kSum});
+  EXPECT_EQ(ddprun::diagnose_flight(dir.path(), {0, 1}),
+            (Lines{"ranks 0, 1 last finished #2 and are in no collective (in the program's own "
+                   "code, or in a "
+                   "send/recv)"}));
 }
 
 TEST(DdprunFlight, NamesARankThatWroteNoRecord) {

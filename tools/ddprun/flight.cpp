@@ -128,7 +128,7 @@ void diagnose_group(const std::map<int, std::vector<FlightCall>>& calls_by_rank,
       lines.push_back(who + " " + last + " and " + (one ? "is" : "are") + " in " + describe(*p.in));
     } else {
       lines.push_back(who + " " + last + " and " + (one ? "is" : "are") +
-                      " in no collective (in its own code, or in a send/recv)");
+                      " in no collective (in the program's own code, or in a send/recv)");
     }
   }
   // Ranks inside the same call number, but not the same call: the mistake itself.
