@@ -249,6 +249,7 @@ char g_path[4096];          // DIST_TRACE_DIR/rank_R.json
 char g_temporary[2][4200];  // [0]: a dump from the program's own code, [1]: from a handler
 struct sigaction g_previous[kMaxSignal];
 std::atomic_flag g_in_handler = ATOMIC_FLAG_INIT;  // one handler's dump at a time
+std::atomic_flag g_in_dump = ATOMIC_FLAG_INIT;     // one dump from the program's code at a time
 
 const char* signal_reason(int signal) {
   switch (signal) {
@@ -353,7 +354,12 @@ FlightRecorder* recorder() {
 }
 
 bool dump(const char* reason) {
-  return dump_to(g_temporary[0], reason);
+  // Two groups timing out at once on two threads would write one temporary file together: the
+  // second one leaves it to the first (whose record holds both calls).
+  if (g_in_dump.test_and_set()) return false;
+  const bool written = dump_to(g_temporary[0], reason);
+  g_in_dump.clear();
+  return written;
 }
 
 std::string dump_path() {
