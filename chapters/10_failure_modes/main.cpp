@@ -138,13 +138,31 @@ std::vector<Case> all_cases() {
                 {{"all_reduce #3 (SUM, torch.float32, 4 elements) timed out after 5 s on rank 0"},
                  {"rank 1  stopped by ddprun (SIGTERM)   <- stopped before the first failure: "
                   "likely cause"},
-                 {"hint: rank 1 had been stopped (SIGSTOP)"}}},
+                 {"hint: rank 1 had been stopped (SIGSTOP)"},
+                 {"rank 0 waits in all_reduce #3 (SUM, torch.float32, 4 elements)"},
+                 {"rank 1 last finished #2 and is in no collective"}}},
        .cause = "a stopped rank is alive and keeps its connections open, so nothing tells the "
                 "others it is gone: they fail at --timeout, and one of them is the first failure. "
-                "ddprun saw the stop and names the rank",
+                "ddprun names the rank; its flight record shows it behind, after call #2",
        .fix = "find what stopped it (a debugger, a shell's Ctrl-Z, memory pressure); keep "
               "--timeout short enough that a stuck job fails in minutes, not hours",
        .fixed = {.fixed = true, .evidence = {{"trained 5 steps"}}}},
+
+      {.name = "who-hung-where",
+       .title = "a hang read from the ranks' flight records",
+       .mistake = "partial-collective without DIST_DEBUG=DETAIL, with --timeout 2",
+       .broken = {.evidence = {{"rank 0 waits in all_reduce #1 (SUM, torch.float32, 1 elements)"},
+                               {"rank 1 finished no collective and is in barrier #1"},
+                               {"call #1 differs across ranks: rank 0 all_reduce (SUM, "
+                                "torch.float32, 1 elements); rank 1 barrier"}},
+                  .worker = "partial-collective",
+                  .timeout_s = 2},
+       .cause = "each rank knows only that its own call timed out, but each wrote its last "
+                "collectives to DIST_TRACE_DIR/rank_R.json (at its timeout, or at ddprun's "
+                "SIGTERM); ddprun read them together: call #1 differs",
+       .fix = "every rank calls the all_reduce. For any hang, read the records first: another call "
+              "is a mismatch, a rank behind is stuck in its own code (stopped-rank)",
+       .fixed = {.fixed = true, .evidence = {{"mean loss 0.75"}}, .worker = "partial-collective"}},
 
       {.name = "never-starts",
        .title = "a rank that never starts",
@@ -211,24 +229,6 @@ std::vector<Case> all_cases() {
   };
 }
 
-// ---- One case: the mistake, what it did, why, the fix, and the fix at work ---------------------
-bool run_case(const Case& c) {
-  dist::write_stdout("== " + c.name + ": " + c.title + "\n");
-  dist::write_stdout("mistake: " + c.mistake + "\n");
-  std::string problem = ch10::run_and_show(c, c.broken, "with the mistake", false);
-  if (problem.empty()) {
-    dist::write_stdout("cause: " + c.cause + "\n");
-    dist::write_stdout("fix: " + c.fix + "\n");
-    problem = ch10::run_and_show(c, c.fixed, "with the fix", true);
-  }
-  if (!problem.empty()) {
-    dist::write_stdout("FAILED: " + c.name + ": " + problem + "\n");
-    return false;
-  }
-  dist::write_stdout("OK: " + c.name + " reproduced, diagnosed and fixed\n");
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     // ---- Step 2: each case, with the mistake and then with the fix
     ch10::pass_stop_signals_to_jobs();  // a Ctrl-C here stops the jobs too
     int failed = 0;
-    for (const Case* c : *chosen) failed += run_case(*c) ? 0 : 1;
+    for (const Case* c : *chosen) failed += ch10::run_case(*c) ? 0 : 1;
 
     // ---- Step 3: one verdict for them all
     if (chosen->size() > 1) {

@@ -36,7 +36,8 @@ const Paths& paths() {
 std::vector<MachineCommand> commands(const Case& c, const JobSpec& job, const fs::path& scratch,
                                      int port) {
   const std::string& worker_case = job.worker.empty() ? c.name : job.worker;
-  std::vector<std::string> worker = {paths().broken, worker_case, "--timeout", "5"};
+  std::vector<std::string> worker = {paths().broken, worker_case, "--timeout",
+                                     std::to_string(job.timeout_s)};
   if (job.fixed) worker.push_back("--fixed");
   // ddprun FLAGS ch10_broken CASE ...: one machine's command line.
   const auto ddprun = [&](std::vector<std::string> flags) {
@@ -101,7 +102,11 @@ std::string run_and_show(const Case& c, const JobSpec& job, const std::string& l
     for (const auto& word : m.argv) line += " " + shown(word);
     dist::write_stderr(line + (machines.size() > 1 ? "    # " + m.name : "") + "\n");
   }
-  const JobResult result = run_job(machines, job.env, kJobDeadline);
+  // The ranks' flight records (ddprun reads them after a failure) go to the scratch folder, so
+  // that no run leaves a folder behind in /tmp.
+  Env env = job.env;
+  env.emplace_back("DIST_TRACE_DIR", (scratch / "flight").string());
+  const JobResult result = run_job(machines, env, kJobDeadline);
   fs::remove_all(scratch);
   dist::write_stderr("  (" + std::to_string(result.elapsed.count()).substr(0, 4) + " s)\n");
   if (result.timed_out) {
@@ -163,6 +168,23 @@ std::optional<std::vector<const Case*>> choose_cases(const std::vector<Case>& ca
     for (const Case& c : cases) chosen.push_back(&c);
   }
   return chosen;
+}
+
+bool run_case(const Case& c) {
+  dist::write_stdout("== " + c.name + ": " + c.title + "\n");
+  dist::write_stdout("mistake: " + c.mistake + "\n");
+  std::string problem = ch10::run_and_show(c, c.broken, "with the mistake", false);
+  if (problem.empty()) {
+    dist::write_stdout("cause: " + c.cause + "\n");
+    dist::write_stdout("fix: " + c.fix + "\n");
+    problem = ch10::run_and_show(c, c.fixed, "with the fix", true);
+  }
+  if (!problem.empty()) {
+    dist::write_stdout("FAILED: " + c.name + ": " + problem + "\n");
+    return false;
+  }
+  dist::write_stdout("OK: " + c.name + " reproduced, diagnosed and fixed\n");
+  return true;
 }
 
 }  // namespace ch10

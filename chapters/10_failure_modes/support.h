@@ -34,6 +34,7 @@ struct JobSpec {
   Env env;             // added to the job's environment (DIST_DEBUG=DETAIL)
   std::vector<Evidence> evidence;
   std::string worker;  // ch10_broken's case, when it is not the driver's case's name
+  int timeout_s = 5;   // ch10_broken --timeout
 };
 
 // One mistake: the job with it, why it failed, the fix, and the job with the fix.
@@ -50,6 +51,11 @@ struct Case {
 // exit codes were not all 0 (expect_success) or all 0 (!expect_success), or evidence is missing.
 std::string run_and_show(const Case& c, const JobSpec& job, const std::string& label,
                          bool expect_success);
+
+// One case: prints its name, the mistake, what the job with it did, the cause and the fix, then
+// runs the fixed job; "OK: NAME reproduced, diagnosed and fixed", or "FAILED: NAME: why". Returns
+// whether it went as the case says.
+bool run_case(const Case& c);
 
 // The command line: the cases it names (every case when it names none), or nothing after --help
 // or --list, which it answers on stdout. Throws dist::ConfigError for a name that is no case.

@@ -14,6 +14,7 @@
 #include "backends/factory.h"
 #include "debug_group.h"
 #include "dist/check.h"
+#include "dist/flight_recorder.h"
 #include "dist/log.h"
 #include "dist/store.h"
 #include "log_identity.h"
@@ -89,6 +90,8 @@ void init_process_group(const InitOptions& options) {
   const std::uint64_t generation = g_generation;
   auto group = std::make_unique<Group>();
   group->debug = debug_level_from_env();  // a bad value stops us before we connect anywhere
+  // DIST_TRACE_DIR: from now on this rank's collectives are recorded (dist/flight_recorder.h).
+  flight::install_from_environment(s.rank, s.world_size);
   group->session = rendezvous::session_id(options.group_name, generation);
   backends::prepare_process();
   group->base = rendezvous::open_store(s, group->session, options.timeout);

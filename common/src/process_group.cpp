@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "dist/check.h"
+#include "dist/flight_recorder.h"
 
 namespace dist {
 namespace {
@@ -66,6 +67,24 @@ void check_one_per_rank(const char* call, const std::vector<Tensor>* inputs, con
                         "): every input must have the output's size and dtype");
     }
   }
+}
+
+// What the flight recorder keeps of a call: plain characters and numbers, cut to its fields.
+FlightRecorder::Call flight_call(const ProcessGroup::Call& call, int group) {
+  FlightRecorder::Call out;
+  out.seq = call.seq;
+  out.group = group;
+  std::string_view dtype = call.tensor != nullptr ? dtype_name(call.tensor->dtype()) : "";
+  const std::string_view reduce = call.op ? reduce_op_name(*call.op) : "";
+  const std::string_view op = call.name;
+  op.copy(out.op, sizeof out.op - 1);
+  reduce.copy(out.reduce_op, sizeof out.reduce_op - 1);
+  dtype.copy(out.dtype, sizeof out.dtype - 1);
+  if (call.tensor != nullptr) {
+    out.numel = call.tensor->numel();
+    out.bytes = out.numel * static_cast<std::int64_t>(call.tensor->element_size());
+  }
+  return out;
 }
 
 std::vector<Tensor> empty_per_rank(const Tensor& like, int size) {
@@ -137,14 +156,17 @@ void ProcessGroup::set_call_checker(std::unique_ptr<CallChecker> checker) {
 
 // Every public call goes through here, in this order:
 //   0. let the asynchronous calls made before it finish (none when it runs on their thread);
-//   1. number the call, and refuse it on a closed group;
+//   1. number the call, and refuse it on a closed group; a collective goes into the flight
+//      recorder (DIST_TRACE_DIR) as scheduled;
 //   2. DIST_DEBUG=DETAIL: compare the call with every rank's, before anything else can throw on
 //      one rank only, so a rank with a bad argument stops every rank with each rank's call;
 //   3. check the arguments (`validate`): a refused call leaves the group as it was;
-//   4. run the backend (`body`). Once the backend has said begin_transfer(), a failure leaves the
-//      connections in an unknown state (half a message may be on the wire), so the group is
-//      closed and every later call refused; a failure before it (a staging copy, a GPU
-//      allocation) leaves the group usable.
+//   4. run the backend (`body`), the call now started in the flight recorder. Once the backend
+//      has said begin_transfer(), a failure leaves the connections in an unknown state (half a
+//      message may be on the wire), so the group is closed and every later call refused; a
+//      failure before it (a staging copy, a GPU allocation) leaves the group usable.
+//   5. the flight recorder marks the call completed, failed or timed out; a timeout, or a
+//      failure that closes the group, writes the record before the error reaches the program.
 template <typename Validate, typename Body>
 void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
   wait_for_async();  // on the caller's thread: the queued calls go first
@@ -160,18 +182,35 @@ void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
     ~Current() { slot = Call{}; }
   } current{call_};
   call_ = std::move(call);
-  if (checker_ != nullptr && call_.collective) checker_->check(call_);
-  validate();
+  FlightRecorder* const flight = call_.collective ? flight::recorder() : nullptr;
+  const std::uint64_t record =
+      flight != nullptr ? flight->record(flight_call(call_, group_id_)) : 0;
+  const auto ended = [&](FlightRecorder::State state, bool write_record) {
+    if (flight == nullptr) return;
+    flight->set_state(record, state);
+    if (write_record)
+      flight::dump(state == FlightRecorder::State::kTimedOut ? "timeout" : "failure");
+  };
   transferring_ = false;
   try {
+    if (checker_ != nullptr && call_.collective) checker_->check(call_);
+    validate();
+    if (flight != nullptr) flight->set_state(record, FlightRecorder::State::kStarted);
     body();
+  } catch (const TimeoutError& e) {
+    ended(FlightRecorder::State::kTimedOut, true);
+    if (transferring_) close_after(e.what());
+    throw;
   } catch (const std::exception& e) {
+    ended(FlightRecorder::State::kFailed, transferring_);
     if (transferring_) close_after(e.what());
     throw;
   } catch (...) {
+    ended(FlightRecorder::State::kFailed, transferring_);
     if (transferring_) close_after("an exception that is not a std::exception");
     throw;
   }
+  ended(FlightRecorder::State::kCompleted, false);
 }
 
 void ProcessGroup::close_after(const std::string& error) {

@@ -4,6 +4,7 @@
 // the order they were made; a call made without async_op first waits until the queue is empty,
 // so a group's calls still run one at a time, in program order, on every rank. That is what lets
 // the ranks agree on each call's number, and what NCCL needs (one thread issuing at a time).
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -126,10 +127,21 @@ class ProcessGroup::AsyncQueue {
   std::thread thread_;  // last: it starts serving once everything above exists
 };
 
+namespace {
+int next_group_id() {  // 0, 1, 2, ...: the flight recorder's group numbers
+  static std::atomic<int> next{0};
+  return next.fetch_add(1);
+}
+}  // namespace
+
 // Here, beside AsyncQueue, so that the group's unique_ptr to it can be made and destroyed.
 ProcessGroup::ProcessGroup(int rank, int size, std::string backend,
                            std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), backend_(std::move(backend)), timeout_(timeout) {}
+    : rank_(rank),
+      size_(size),
+      backend_(std::move(backend)),
+      timeout_(timeout),
+      group_id_(next_group_id()) {}
 
 ProcessGroup::~ProcessGroup() = default;  // the backend's destructor has stopped the thread
 

@@ -23,7 +23,9 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include "flight.h"
 #include "launch.h"
 #include "logs.h"
 #include "options.h"
@@ -122,6 +124,9 @@ int main(int argc, char** argv) {
     return usage_failure(e);
   }
 
+  // The ranks' flight records (flight.h): DIST_TRACE_DIR as exported, or a folder ddprun makes.
+  const ddprun::FlightDir flight = ddprun::prepare_flight_dir();
+
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
 
@@ -145,5 +150,11 @@ int main(int argc, char** argv) {
   if (exit_code != 0 && logs->enabled()) {
     ddprun::say("each rank's own output: " + logs->attempt_dir() + "/LOCAL_RANK/");
   }
+  // ---- Step 6: a failed job: who was where, from the ranks' flight records
+  std::vector<int> local_ranks;
+  for (int i = 0; i < options.nproc_per_node; ++i) {
+    local_ranks.push_back(options.node_rank * options.nproc_per_node + i);
+  }
+  ddprun::report_flight(flight, exit_code, local_ranks);
   return exit_code;
 }

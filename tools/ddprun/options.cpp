@@ -342,10 +342,20 @@ Each rank gets the rest of ddprun's environment, plus:
   DIST_STORE_TOKEN    with --nnodes 1 and DIST_STORE_TOKEN unset: a fresh random token, so
                       only this job's ranks can join its rendezvous store; with several
                       nodes, export the same DIST_STORE_TOKEN on every node yourself
+  DIST_TRACE_DIR      where each rank of a dist program writes its flight record
+                      (rank_R.json: its last collectives) on a timeout, a failure, SIGTERM,
+                      SIGUSR1 or a crash; unless exported: a new $TMPDIR/ddprun_flight_XXXXXX,
+                      removed after a run that succeeded or left no record
+                      (DIST_TRACE_BUFFER_SIZE: collectives kept, default 256)
 
 When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SIGTERM to the
 ranks still running, SIGKILL to any still running after the grace period, prints a summary of
 every rank, and exits with the failed rank's exit code (128+N when signal N killed it).
+When the ranks left flight records, ddprun then says who was where: which ranks wait in which
+collective, which rank is behind or in a different call, which wrote no record. E.g.:
+  ddprun: who was where, from the ranks' flight records in /tmp/ddprun_flight_Jx3k2a:
+  ddprun:   ranks 0, 2 wait in all_reduce #4 (SUM, torch.float32, 1 elements)
+  ddprun:   rank 1 last finished #3 and is in barrier #4
 SIGINT, SIGTERM and SIGHUP sent to ddprun are passed on to every rank in the same way, and
 ddprun exits 128+N; a second one sends SIGKILL at once. The ranks share ddprun's process
 group, so Ctrl-C in a terminal reaches them directly too.

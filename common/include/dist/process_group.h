@@ -38,8 +38,12 @@
 // and says begin_transfer() right before its first byte may move. A do_*() never calls a public
 // call of its own group: that would number a second call inside the first.
 //
+// Every collective also goes into the flight recorder when DIST_TRACE_DIR is set
+// (dist/flight_recorder.h): its state as it is scheduled, started, and completed, failed or timed
+// out, whichever backend runs it.
+//
 // Taught in: chapter 04 (collectives, async_op), chapter 05 (barrier), chapter 10 (mismatched
-// calls and DIST_DEBUG=DETAIL).
+// calls, DIST_DEBUG=DETAIL, the flight recorder).
 // Built in: common/src/process_group.cpp (what every backend shares), backends/gloo.cpp and
 // gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
 #pragma once
@@ -219,6 +223,7 @@ class ProcessGroup {
   int size_;
   std::string backend_;
   std::chrono::milliseconds timeout_;
+  int group_id_;  // this process's groups in the order they were made: 0, 1, ... (flight recorder)
   std::uint64_t sequence_ = 0;
   Call call_;
   std::unique_ptr<CallChecker> checker_;
