@@ -1,0 +1,321 @@
+// The agents' rendezvous (tools/ddprun/agents.h): node 0's server and the nodes' clients, on
+// loopback, each node a client in a thread of this test.
+//
+// What it must get right: every node hears of a failure on any node and moves to the same next
+// round; a node that does not come back, or does not finish, is named after the deadline; a
+// stranger (a wrong token, a node rank taken twice) is turned away; a client whose server is
+// gone hears so at once. Every wait here has a short deadline: nothing can hang.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "agents.h"
+
+namespace {
+
+using ddprun::AgentClient;
+using ddprun::AgentError;
+using ddprun::AgentNews;
+using ddprun::AgentServer;
+using ddprun::AgentSettings;
+using Kind = AgentNews::Kind;
+using namespace std::chrono_literals;
+
+constexpr auto kWait =
+    5000ms;  // no news in these tests takes near this unless agents.cpp is broken
+
+AgentSettings settings(int nnodes, int max_restarts = 0) {
+  AgentSettings s;
+  s.port = 0;  // the server asks the kernel for a free port
+  s.token = "job-token 42";
+  s.nnodes = nnodes;
+  s.max_restarts = max_restarts;
+  s.join_timeout_s = 0.5;
+  s.exit_barrier_timeout_s = 0.5;
+  s.connect_timeout_s = 2;
+  return s;
+}
+
+// A client for `node` of the job that `server` hosts.
+std::unique_ptr<AgentClient> node_client(const AgentServer& server, AgentSettings s, int node) {
+  s.port = server.port();
+  s.node_rank = node;
+  return std::make_unique<AgentClient>(s);
+}
+
+std::vector<std::unique_ptr<AgentClient>> all_nodes(const AgentServer& server,
+                                                    const AgentSettings& s) {
+  std::vector<std::unique_ptr<AgentClient>> nodes;
+  for (int n = 0; n < s.nnodes; ++n) nodes.push_back(node_client(server, s, n));
+  return nodes;
+}
+
+// Every node joins its current round at once (each in its own thread, as the machines would);
+// returns what each heard.
+std::vector<AgentNews> join_all(std::vector<std::unique_ptr<AgentClient>>& nodes) {
+  std::vector<std::future<AgentNews>> joins;
+  for (auto& node : nodes) {
+    joins.push_back(std::async(std::launch::async, [&node] { return node->join(); }));
+  }
+  std::vector<AgentNews> news;
+  for (auto& j : joins) news.push_back(j.get());
+  return news;
+}
+
+AgentNews next_news(AgentClient& node) {
+  const std::optional<AgentNews> news = node.next(kWait);
+  if (!news) {
+    ADD_FAILURE() << "no news within " << kWait.count() << " ms";
+    return {};
+  }
+  return *news;
+}
+
+TEST(Agents, EveryNodeJoinsTheRoundThenFinishesTogether) {
+  const AgentSettings s = settings(3);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  for (const AgentNews& news : join_all(nodes)) {
+    EXPECT_EQ(news.kind, Kind::kGo);
+    EXPECT_EQ(news.round, 0);
+  }
+  nodes[0]->report_done();
+  nodes[2]->report_done();
+  // The exit barrier: nobody hears "finish" while node 1's ranks still run.
+  EXPECT_FALSE(nodes[0]->next(100ms).has_value());
+  nodes[1]->report_done();
+  for (auto& node : nodes) EXPECT_EQ(next_news(*node).kind, Kind::kFinish);
+}
+
+TEST(Agents, AFailureOnOneNodeRestartsEveryNodeInTheNextRound) {
+  const AgentSettings s = settings(3, /*max_restarts=*/2);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[2]->report_failed(3, "rank 5 exited with code 3");
+  for (auto& node : nodes) {
+    const AgentNews news = next_news(*node);
+    EXPECT_EQ(news.kind, Kind::kRestart);
+    EXPECT_EQ(news.round, 1);
+    EXPECT_EQ(news.node, 2);
+    EXPECT_EQ(news.text, "rank 5 exited with code 3");
+    EXPECT_EQ(node->round(), 1);
+  }
+  for (const AgentNews& news : join_all(nodes)) {
+    EXPECT_EQ(news.kind, Kind::kGo);
+    EXPECT_EQ(news.round, 1);
+  }
+  for (auto& node : nodes) node->report_done();
+  for (auto& node : nodes) EXPECT_EQ(next_news(*node).kind, Kind::kFinish);
+}
+
+TEST(Agents, TwoNodesFailingAtOnceCostOneRestart) {
+  const AgentSettings s = settings(2, /*max_restarts=*/1);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[0]->report_failed(1, "rank 0 exited with code 1");
+  nodes[1]->report_failed(1, "rank 2 exited with code 1");
+  for (auto& node : nodes) EXPECT_EQ(next_news(*node).kind, Kind::kRestart);
+  for (const AgentNews& news : join_all(nodes)) EXPECT_EQ(news.kind, Kind::kGo);
+  EXPECT_FALSE(nodes[0]->next(100ms).has_value()) << "the late report started another round";
+}
+
+TEST(Agents, WithNoRestartsLeftEveryNodeStopsWithTheFailedRanksCode) {
+  const AgentSettings s = settings(2, /*max_restarts=*/1);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[1]->report_failed(3, "rank 3 exited with code 3");
+  for (auto& node : nodes) EXPECT_EQ(next_news(*node).kind, Kind::kRestart);
+  join_all(nodes);
+  nodes[1]->report_failed(137, "rank 2 was killed by signal 9 (SIGKILL)");
+  for (auto& node : nodes) {
+    const AgentNews news = next_news(*node);
+    EXPECT_EQ(news.kind, Kind::kAbort);
+    EXPECT_EQ(news.code, 137);
+    EXPECT_EQ(news.text,
+              "node 1 failed in round 1 (rank 2 was killed by signal 9 (SIGKILL)) and no restarts "
+              "are left (--max-restarts 1)");
+  }
+}
+
+TEST(Agents, ANodeThatNeverJoinsIsNamedAfterTheJoinTimeout) {
+  const AgentSettings s = settings(3);
+  AgentServer server(s);
+  auto node0 = node_client(server, s, 0);
+  auto node1 = node_client(server, s, 1);
+  const auto started = std::chrono::steady_clock::now();
+  const AgentNews news = node0->join();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(news.kind, Kind::kAbort);
+  EXPECT_EQ(news.code, 1);
+  EXPECT_EQ(news.text.rfind("nodes 1, 2 did not join round 0 within 0.5 s (--join-timeout)", 0), 0u)
+      << news.text;
+  EXPECT_GE(waited, 0.45);
+  EXPECT_LT(waited, 3.0);
+}
+
+TEST(Agents, ANodeWhoseDdprunDiesRestartsTheOthersThenIsNamed) {
+  const AgentSettings s = settings(3, /*max_restarts=*/3);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[1].reset();  // its connection closes, as when its ddprun is killed
+  for (int n : {0, 2}) {
+    const AgentNews news = next_news(*nodes[n]);
+    EXPECT_EQ(news.kind, Kind::kRestart);
+    EXPECT_EQ(news.node, 1);
+    EXPECT_EQ(news.text, "its ddprun left the rendezvous: it exited or was killed");
+  }
+  nodes.erase(nodes.begin() + 1);  // nodes 0 and 2 join round 1; node 1 never comes back
+  for (const AgentNews& news : join_all(nodes)) {
+    EXPECT_EQ(news.kind, Kind::kAbort);
+    EXPECT_EQ(news.text.rfind("node 1 did not join round 1 within 0.5 s (--join-timeout)", 0), 0u)
+        << news.text;
+  }
+}
+
+TEST(Agents, ANodeWhoseDdprunIsStartedAgainRejoinsTheCurrentRound) {
+  AgentSettings s = settings(2, /*max_restarts=*/1);
+  s.join_timeout_s = 5;
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[1].reset();
+  EXPECT_EQ(next_news(*nodes[0]).kind, Kind::kRestart);
+  nodes[1] = node_client(server, s, 1);
+  EXPECT_EQ(nodes[1]->round(), 1);
+  for (const AgentNews& news : join_all(nodes)) {
+    EXPECT_EQ(news.kind, Kind::kGo);
+    EXPECT_EQ(news.round, 1);
+  }
+}
+
+TEST(Agents, ANodeThatDoesNotFinishIsNamedAfterTheExitBarrierTimeout) {
+  const AgentSettings s = settings(2);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[0]->report_done();
+  const AgentNews news = next_news(*nodes[0]);
+  EXPECT_EQ(news.kind, Kind::kAbort);
+  EXPECT_EQ(news.text, "node 1 did not finish within 0.5 s of node 0 (--exit-barrier-timeout)");
+}
+
+TEST(Agents, AWrongTokenIsRefused) {
+  const AgentSettings s = settings(2);
+  AgentServer server(s);
+  AgentSettings stranger = s;
+  stranger.token = "job-token 43";
+  try {
+    node_client(server, stranger, 1);
+    FAIL() << "a client with a wrong token was let in";
+  } catch (const AgentError& e) {
+    EXPECT_NE(std::string(e.what()).find("refused node 1: a wrong DIST_STORE_TOKEN"),
+              std::string::npos)
+        << e.what();
+  }
+  // The real node 1 still gets in: the stranger took nothing.
+  auto node1 = node_client(server, s, 1);
+  EXPECT_EQ(node1->round(), 0);
+}
+
+TEST(Agents, ANodeRankTakenTwiceOrOtherFlagsAreRefused) {
+  const AgentSettings s = settings(2, 1);
+  AgentServer server(s);
+  auto node1 = node_client(server, s, 1);
+  EXPECT_THROW(
+      {
+        try {
+          node_client(server, s, 1);
+        } catch (const AgentError& e) {
+          EXPECT_NE(std::string(e.what()).find("node 1 is already connected"), std::string::npos);
+          throw;
+        }
+      },
+      AgentError);
+  AgentSettings other = s;
+  other.max_restarts = 2;
+  EXPECT_THROW(
+      {
+        try {
+          node_client(server, other, 0);
+        } catch (const AgentError& e) {
+          EXPECT_NE(std::string(e.what()).find("--max-restarts 2, node 0 with --nnodes 2 "
+                                               "--max-restarts 1"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      AgentError);
+}
+
+TEST(Agents, AStrangerSpeakingAnotherProtocolIsDroppedAndHarmsNoOne) {
+  const AgentSettings s = settings(2);
+  AgentServer server(s);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string request = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  char byte;
+  EXPECT_EQ(::read(fd, &byte, 1), 0) << "the server should close a connection without hello";
+  ::close(fd);
+  auto nodes = all_nodes(server, s);
+  for (const AgentNews& news : join_all(nodes)) EXPECT_EQ(news.kind, Kind::kGo);
+}
+
+TEST(Agents, AClientHearsAtOnceWhenNode0IsGone) {
+  const AgentSettings s = settings(2, 1);
+  auto server = std::make_unique<AgentServer>(s);
+  auto nodes = all_nodes(*server, s);
+  join_all(nodes);
+  server.reset();
+  const AgentNews news = next_news(*nodes[1]);
+  EXPECT_EQ(news.kind, Kind::kLost);
+  EXPECT_NE(news.text.find("lost the agents' rendezvous: node 0's ddprun at 127.0.0.1:"),
+            std::string::npos)
+      << news.text;
+}
+
+TEST(Agents, AClientWithNoServerGivesUpAfterItsTimeout) {
+  AgentSettings s = settings(2);
+  s.connect_timeout_s = 0.3;
+  {
+    AgentServer probe(s);  // a port that was free a moment ago, and is closed again now
+    s.port = probe.port();
+  }
+  s.node_rank = 1;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    AgentClient client(s);
+    FAIL() << "connected to a closed port";
+  } catch (const AgentError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reach node 0's ddprun at 127.0.0.1:"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("within 0.3 s: Connection refused"), std::string::npos)
+        << e.what();
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(waited, 0.25);
+  EXPECT_LT(waited, 2.0);
+}
+
+}  // namespace
