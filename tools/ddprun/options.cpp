@@ -17,6 +17,7 @@ namespace {
 constexpr int kMaxNprocPerNode = 1024;
 constexpr int kMaxNnodes = 65536;  // keeps WORLD_SIZE = nnodes * nproc_per_node well inside int
 constexpr double kMaxGracePeriodS = 60.0;
+constexpr double kMaxAgentTimeoutS = 86400.0;  // a day: longer is a typo
 
 // One flag as the user typed it. Errors quote `spelled` and `value`, so the learner sees their
 // own words back.
@@ -152,6 +153,26 @@ constexpr Flag kFlags[] = {
                                  "a free TCP port on the master, the same on every node, e.g. "
                                  "--master-port 29500 (or use --standalone on one machine)");
      }},
+    {"--agent-port", "29501",
+     [](Options& o, const Setting& s) {
+       o.agent_port = s.integer(1, 65535,
+                                "a free TCP port on node 0's machine for the agents' "
+                                "rendezvous, the same on every node, other than "
+                                "--master-port (default: MASTER_PORT + 1)");
+     }},
+    {"--join-timeout", "60",
+     [](Options& o, const Setting& s) {
+       o.join_timeout_s = s.seconds(kMaxAgentTimeoutS,
+                                    "how long the machines wait for each other at the start "
+                                    "of each attempt, e.g. --join-timeout 60");
+     }},
+    {"--exit-barrier-timeout", "300",
+     [](Options& o, const Setting& s) {
+       o.exit_barrier_timeout_s = s.seconds(kMaxAgentTimeoutS,
+                                            "how long a machine whose ranks all exited 0 waits "
+                                            "for the others to finish, e.g. "
+                                            "--exit-barrier-timeout 300 (torchrun's default)");
+     }},
     {"--grace-period", "3",
      [](Options& o, const Setting& s) {
        o.grace_period_s = s.seconds(kMaxGracePeriodS,
@@ -223,6 +244,14 @@ void check_combinations(const Options& o, const std::map<std::string_view, Setti
                            " '" + s.value + "' was given too",
                        "drop " + s.spelled + ", or drop --standalone to use it");
     }
+  }
+  if (o.agent_port != 0 && o.agent_port == o.master_port) {
+    const Setting& s = given.at("--agent-port");
+    throw UsageError(s.spelled + " '" + s.value +
+                         "' is --master-port too, where rank 0 hosts "
+                         "the ranks' own store",
+                     "give the agents' rendezvous a port of its own, e.g. " + s.spelled + " " +
+                         std::to_string(o.master_port == 65535 ? 65534 : o.master_port + 1));
   }
   // torchrun drops a local rank it does not start; ddprun says so, since it is likely a typo.
   for (const std::string_view flag : {"--redirects", "--tee"}) {
@@ -309,6 +338,15 @@ Options:
   --local-rank-arg=underscore
                        pass --local_rank=N instead, as torch.distributed.launch did in torch
                        1.x (--local-rank-arg=dash is the same as --local-rank-arg)
+  --agent-port PORT    on several machines with --max-restarts: the TCP port where node 0's
+                       ddprun hosts the agents' rendezvous, on --master-addr, the same on
+                       every node (default MASTER_PORT + 1); the machines restart their
+                       ranks together through it
+  --join-timeout S     how long the machines wait for each other at the start of each
+                       attempt before ddprun names the missing ones and exits 1 (default 60)
+  --exit-barrier-timeout S
+                       how long a machine whose ranks all exited 0 waits for the others to
+                       finish before it names them and exits 1 (default 300, torchrun's)
   --grace-period S     seconds a rank gets between SIGTERM and SIGKILL when ddprun stops
                        it, more than 0 and at most 60 (default 3)
   --log-dir DIR        where --redirects and --tee write: each run makes a new folder

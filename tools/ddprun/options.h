@@ -49,8 +49,14 @@ struct Options {
   std::string log_dir;
   StdSetting redirects;
   StdSetting tee;
-  std::vector<std::string> program;  // PROGRAM, then its own arguments
-  std::string store_token;           // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
+  // The agents' rendezvous (agents.h), on several machines with restarts: node 0's ddprun
+  // hosts it at --agent-port (0: MASTER_PORT + 1); --join-timeout bounds the wait for every
+  // node at each attempt, --exit-barrier-timeout the wait for every node to finish.
+  int agent_port = 0;
+  double join_timeout_s = 60;
+  double exit_barrier_timeout_s = 300;  // torchrun's exit_barrier_timeout
+  std::vector<std::string> program;     // PROGRAM, then its own arguments
+  std::string store_token;  // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
 };
 
 // A command line ddprun refuses. what() names the flag and the value; hint() says what to do.
