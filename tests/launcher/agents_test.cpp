@@ -6,6 +6,7 @@
 // stranger (a wrong token, a node rank taken twice) is turned away; a client whose server is
 // gone hears so at once. Every wait here has a short deadline: nothing can hang.
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ using ddprun::AgentError;
 using ddprun::AgentNews;
 using ddprun::AgentServer;
 using ddprun::AgentSettings;
+using ddprun::MachineAgents;
 using Kind = AgentNews::Kind;
 using namespace std::chrono_literals;
 
@@ -316,6 +318,66 @@ TEST(Agents, AClientWithNoServerGivesUpAfterItsTimeout) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_GE(waited, 0.25);
   EXPECT_LT(waited, 2.0);
+}
+
+// ---- What ddprun's restart loop calls: MachineAgents
+
+TEST(MachineAgents, TwoMachinesRestartTogetherAndFinishTogether) {
+  AgentSettings s = settings(2, /*max_restarts=*/1);
+  MachineAgents a(s);
+  s.port = a.port();
+  s.node_rank = 1;
+  MachineAgents b(s);
+  const auto begin_both = [&] {
+    auto on_b = std::async(std::launch::async, [&] { return b.begin_attempt(); });
+    const AgentNews on_a = a.begin_attempt();
+    EXPECT_EQ(on_a.kind, Kind::kGo);
+    EXPECT_EQ(on_b.get().kind, Kind::kGo);
+  };
+  begin_both();
+  const AgentNews answer = b.after_failure(3, "rank 2 exited with code 3");
+  EXPECT_EQ(answer.kind, Kind::kRestart);
+  EXPECT_EQ(answer.round, 1);
+  const AgentNews on_a = a.news();
+  EXPECT_EQ(on_a.kind, Kind::kRestart);
+  EXPECT_EQ(on_a.node, 1);
+  EXPECT_EQ(on_a.text, "rank 2 exited with code 3");
+  EXPECT_EQ(a.attempt(), 1);
+  begin_both();
+  auto b_done = std::async(std::launch::async, [&] { return b.after_success(); });
+  EXPECT_EQ(a.after_success().kind, Kind::kFinish);
+  EXPECT_EQ(b_done.get().kind, Kind::kFinish);
+}
+
+// ddprun blocks SIGINT, SIGTERM and SIGHUP; a machine waiting for the others still ends at once.
+TEST(MachineAgents, AStopSignalEndsTheWaitForTheOtherMachines) {
+  sigset_t term, before;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &term, &before), 0);
+  {
+    AgentSettings s = settings(2);
+    s.exit_barrier_timeout_s = 30;
+    MachineAgents a(s);
+    s.port = a.port();
+    s.node_rank = 1;
+    MachineAgents b(s);
+    auto on_a = std::async(std::launch::async, [&] { return a.begin_attempt(); });
+    EXPECT_EQ(b.begin_attempt().kind, Kind::kGo);
+    EXPECT_EQ(on_a.get().kind, Kind::kGo);
+    std::thread raise_later([] {
+      std::this_thread::sleep_for(100ms);
+      ::kill(::getpid(), SIGTERM);
+    });
+    const auto started = std::chrono::steady_clock::now();
+    const AgentNews news = b.after_success();  // node 0 never finishes: only the signal ends it
+    raise_later.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+    EXPECT_EQ(news.kind, Kind::kAbort);
+    EXPECT_EQ(news.code, 143);
+    EXPECT_EQ(news.text, "stopped by SIGTERM while waiting for the other machines to finish");
+  }
+  ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, &before, nullptr), 0);
 }
 
 }  // namespace

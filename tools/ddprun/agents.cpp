@@ -11,8 +11,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +23,8 @@
 #include <sstream>
 #include <utility>
 #include <vector>
+
+#include "report.h"
 
 namespace ddprun {
 namespace {
@@ -468,8 +473,12 @@ void AgentClient::send(const std::string& line) {
   if (fd_ >= 0) send_line(fd_, line);  // a failed send shows as kLost on the next read
 }
 
-AgentNews AgentClient::join() {
+void AgentClient::join_round() {
   send("join " + std::to_string(round_));
+}
+
+AgentNews AgentClient::join() {
+  join_round();
   // The server names a missing node at its own deadline; a little more here, for the message.
   const auto limit =
       std::chrono::duration_cast<std::chrono::milliseconds>(seconds(settings_.join_timeout_s + 10));
@@ -549,6 +558,76 @@ std::optional<AgentNews> AgentClient::next(std::optional<std::chrono::millisecon
                 std::to_string(settings_.port) + " closed the connection (it exited or was killed)";
   }
   return news;
+}
+
+// ---- One machine's agents ---------------------------------------------------------------------
+
+MachineAgents::MachineAgents(const AgentSettings& settings) : settings_(settings) {
+  if (settings.node_rank == 0) server_ = std::make_unique<AgentServer>(settings);
+  if (server_) settings_.port = server_->port();
+  client_ = std::make_unique<AgentClient>(settings_);
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, signal);
+  signal_fd_ = ::signalfd(-1, &stops, SFD_CLOEXEC);  // -1: the waits then see no signals
+}
+
+MachineAgents::~MachineAgents() {
+  client_.reset();  // node 0's own connection first, then its server
+  server_.reset();
+  close_fd(signal_fd_);
+}
+
+AgentNews MachineAgents::begin_attempt() {
+  client_->join_round();
+  return wait(
+      std::chrono::duration_cast<std::chrono::milliseconds>(seconds(settings_.join_timeout_s + 10)),
+      "every machine to join attempt " + std::to_string(attempt()));
+}
+
+AgentNews MachineAgents::news() {
+  return wait(std::chrono::milliseconds(10'000), "node 0's news");
+}
+
+AgentNews MachineAgents::after_failure(int code, const std::string& why) {
+  client_->report_failed(code, why);
+  return wait(std::chrono::milliseconds(10'000), "node 0's answer to this machine's failure");
+}
+
+AgentNews MachineAgents::after_success() {
+  client_->report_done();
+  return wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+                  seconds(settings_.exit_barrier_timeout_s + 10)),
+              "the other machines to finish");
+}
+
+AgentNews MachineAgents::wait(std::chrono::milliseconds limit, const std::string& waiting_for) {
+  const auto until = Clock::now() + limit;
+  while (true) {
+    pollfd fds[2] = {{client_->fd(), POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+    const int ready = ::poll(fds, signal_fd_ >= 0 ? 2 : 1, poll_ms(until));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0 && (fds[1].revents & POLLIN)) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+        const int signal = static_cast<int>(info.ssi_signo);
+        return {AgentNews::Kind::kAbort, attempt(), settings_.node_rank, 128 + signal,
+                "stopped by " + signal_name(signal) + " while waiting for " + waiting_for};
+      }
+    }
+    if (ready == 0 || Clock::now() >= until) {
+      return {AgentNews::Kind::kLost, attempt(), 0, 1,
+              "node 0's ddprun at " + settings_.address + ":" + std::to_string(settings_.port) +
+                  " said nothing for " +
+                  seconds_text(std::chrono::duration<double>(limit).count()) +
+                  " while this machine waited for " + waiting_for};
+    }
+    if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    const std::optional<AgentNews> news = client_->next(std::chrono::milliseconds(0));
+    if (!news) continue;
+    if (news->kind == AgentNews::Kind::kGo && news->round != attempt()) continue;
+    return *news;
+  }
 }
 
 }  // namespace ddprun

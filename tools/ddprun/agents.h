@@ -107,6 +107,9 @@ class AgentClient {
   // Readable when the server has news: a supervision loop polls it beside its ranks.
   int fd() const { return fd_; }
 
+  // Says "join the current round"; the answer comes through next().
+  void join_round();
+
   // Joins the current round and waits for every other node: kGo, or kAbort naming the nodes
   // that did not join in time, or kLost.
   AgentNews join();
@@ -131,6 +134,42 @@ class AgentClient {
   int fd_ = -1;
   int round_ = 0;
   std::string buffer_;
+};
+
+// One machine's part in the agents' rendezvous, as ddprun's restart loop uses it: node 0 hosts
+// the server, and every node (node 0 too) is a client of it.
+//
+//   for each attempt:  begin_attempt()            kGo: start the ranks
+//     while they run:  fd() readable → news()    kRestart / kAbort / kLost: stop the ranks
+//     a rank failed:   after_failure(code, why)  kRestart: next attempt; kAbort: exit its code
+//     all exited 0:    after_success()           kFinish: exit 0; kRestart: next attempt
+//
+// The waits also end at SIGINT, SIGTERM or SIGHUP (blocked by ddprun; read here through a
+// signalfd), as a kAbort with code 128+signal: Ctrl-C never waits for another machine.
+class MachineAgents {
+ public:
+  // Throws AgentError: the port cannot be bound (node 0), or node 0 cannot be reached.
+  explicit MachineAgents(const AgentSettings& settings);
+  ~MachineAgents();
+  MachineAgents(const MachineAgents&) = delete;
+  MachineAgents& operator=(const MachineAgents&) = delete;
+
+  int attempt() const { return client_->round(); }
+  int port() const { return settings_.port; }  // node 0: the port its server bound
+  int fd() const { return client_->fd(); }
+  AgentNews begin_attempt();
+  AgentNews news();  // once fd() is readable
+  AgentNews after_failure(int code, const std::string& why);
+  AgentNews after_success();
+
+ private:
+  // The next news that is not an earlier round's "go", waiting at most `limit`, or a signal.
+  AgentNews wait(std::chrono::milliseconds limit, const std::string& waiting_for);
+
+  AgentSettings settings_;
+  std::unique_ptr<AgentServer> server_;  // node 0 only
+  std::unique_ptr<AgentClient> client_;
+  int signal_fd_ = -1;
 };
 
 }  // namespace ddprun
