@@ -50,8 +50,8 @@ Variables rank_variables(const Options& o, int local_rank) {
       {"ROLE_NAME", "default"},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(o.master_port)},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(o.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
       {"TORCHELASTIC_RUN_ID", "none"},
       {"DIST_LAUNCHER", "ddprun"},
   };

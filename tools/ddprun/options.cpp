@@ -17,7 +17,8 @@ namespace {
 constexpr int kMaxNprocPerNode = 1024;
 constexpr int kMaxNnodes = 65536;  // keeps WORLD_SIZE = nnodes * nproc_per_node well inside int
 constexpr double kMaxGracePeriodS = 60.0;
-constexpr double kMaxAgentTimeoutS = 86400.0;  // a day: longer is a typo
+constexpr double kMaxAgentTimeoutS = 86400.0;
+constexpr int kMaxRestarts = 1000;
 
 // One flag as the user typed it. Errors quote `spelled` and `value`, so the learner sees their
 // own words back.
@@ -153,6 +154,12 @@ constexpr Flag kFlags[] = {
                                  "a free TCP port on the master, the same on every node, e.g. "
                                  "--master-port 29500 (or use --standalone on one machine)");
      }},
+    {"--max-restarts", "3",
+     [](Options& o, const Setting& s) {
+       o.max_restarts = s.integer(0, kMaxRestarts,
+                                  "how many times to restart the ranks after a failure, e.g. "
+                                  "--max-restarts 3 (torchrun's default is 0)");
+     }},
     {"--agent-port", "29501",
      [](Options& o, const Setting& s) {
        o.agent_port = s.integer(1, 65535,
@@ -220,7 +227,7 @@ const Flag& find_flag(const std::string& spelled) {
   }
   throw UsageError("unknown flag '" + spelled + "'",
                    "ddprun --help lists its flags; flags for PROGRAM go after PROGRAM; "
-                   "torchrun's elastic flags (--rdzv-*, --max-restarts) are not supported");
+                   "torchrun's elastic flags (--rdzv-*) are not supported");
 }
 
 void check_combinations(const Options& o, const std::map<std::string_view, Setting>& given) {
@@ -244,6 +251,12 @@ void check_combinations(const Options& o, const std::map<std::string_view, Setti
                            " '" + s.value + "' was given too",
                        "drop " + s.spelled + ", or drop --standalone to use it");
     }
+  }
+  if (o.nnodes > 1 && o.max_restarts > 0 && o.agent_port == 0 && o.master_port == 65535) {
+    throw UsageError(
+        "--master-port 65535 leaves no port for the agents' rendezvous, which "
+        "takes MASTER_PORT + 1 by default",
+        "pick a lower --master-port, or give --agent-port");
   }
   if (o.agent_port != 0 && o.agent_port == o.master_port) {
     const Setting& s = given.at("--agent-port");
@@ -338,6 +351,9 @@ Options:
   --local-rank-arg=underscore
                        pass --local_rank=N instead, as torch.distributed.launch did in torch
                        1.x (--local-rank-arg=dash is the same as --local-rank-arg)
+  --max-restarts N     when a rank fails, stop every rank and start them all again, up to
+                       N times (default 0); on several machines, every machine restarts
+                       (see --agent-port)
   --agent-port PORT    on several machines with --max-restarts: the TCP port where node 0's
                        ddprun hosts the agents' rendezvous, on --master-addr, the same on
                        every node (default MASTER_PORT + 1); the machines restart their
@@ -373,7 +389,9 @@ Each rank gets the rest of ddprun's environment, plus:
   ROLE_NAME           default
   MASTER_ADDR         --master-addr (127.0.0.1 with --standalone)
   MASTER_PORT         --master-port (the picked port with --standalone)
-  TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0, TORCHELASTIC_RUN_ID=none
+  TORCHELASTIC_RESTART_COUNT  the attempt: 0, then 1 after the first restart, ...
+  TORCHELASTIC_MAX_RESTARTS   --max-restarts
+  TORCHELASTIC_RUN_ID=none
   OMP_NUM_THREADS=1   only with more than one rank per machine, and only when it is unset
                       (a notice says so): N ranks with N threads each would oversubscribe
   DIST_LAUNCHER=ddprun

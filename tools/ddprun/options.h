@@ -52,6 +52,8 @@ struct Options {
   // The agents' rendezvous (agents.h), on several machines with restarts: node 0's ddprun
   // hosts it at --agent-port (0: MASTER_PORT + 1); --join-timeout bounds the wait for every
   // node at each attempt, --exit-barrier-timeout the wait for every node to finish.
+  int max_restarts = 0;   // --max-restarts: torchrun's name and meaning
+  int restart_count = 0;  // the attempt being started: TORCHELASTIC_RESTART_COUNT
   int agent_port = 0;
   double join_timeout_s = 60;
   double exit_barrier_timeout_s = 300;  // torchrun's exit_barrier_timeout

@@ -6,7 +6,10 @@
 // cleaning up, and the summary says which rank ended how.
 #include "supervise.h"
 
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -82,6 +85,25 @@ int next_signal(const sigset_t& watched,
   return signal > 0 ? signal : 0;  // -1: EAGAIN (time is up) or EINTR; the caller looks again
 }
 
+// As next_signal, and also wakes when `fd` is readable (then returns -1). `signals` is a
+// signalfd for the watched signals.
+int next_signal_or_fd(int signals, int fd,
+                      std::optional<std::chrono::steady_clock::duration> timeout) {
+  int ms = -1;
+  if (timeout) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        std::max(*timeout, std::chrono::steady_clock::duration::zero()));
+    ms = static_cast<int>(left.count());
+  }
+  pollfd fds[2] = {{signals, POLLIN, 0}, {fd, POLLIN, 0}};
+  if (::poll(fds, 2, ms) <= 0) return 0;
+  if (fds[0].revents & POLLIN) {
+    signalfd_siginfo info{};
+    if (::read(signals, &info, sizeof info) == sizeof info) return static_cast<int>(info.ssi_signo);
+  }
+  return fds[1].revents != 0 ? -1 : 0;
+}
+
 // Never called while SIGCHLD is blocked, and that is all of ddprun's life; it exists so that
 // SIGCHLD is not ignored. An ignored SIGCHLD (which ddprun could inherit) makes the kernel reap
 // exited children itself, so waitpid could no longer report their exit codes; and POSIX leaves
@@ -126,8 +148,20 @@ void Supervisor::stop_all(int signal, int exit_code, std::string conclusion) {
 }
 
 int Supervisor::run(const sigset_t& watched) {
+  const int signals = wake_fd_ >= 0 ? ::signalfd(-1, &watched, SFD_CLOEXEC) : -1;
   while (running_count() > 0) {
-    const int signal = next_signal(watched, time_until_kill());
+    int signal = 0;
+    if (signals >= 0) {
+      // Once stopping, the rendezvous has nothing more to say to this attempt: its fd is left
+      // out (poll ignores -1), so that a closed connection cannot keep waking the loop.
+      signal = next_signal_or_fd(signals, stopping_ ? -1 : wake_fd_, time_until_kill());
+      if (signal < 0) {
+        signal = 0;
+        on_wake_();
+      }
+    } else {
+      signal = next_signal(watched, time_until_kill());
+    }
     if (signal == SIGINT || signal == SIGTERM || signal == SIGHUP) on_stop_signal(signal);
     reap_exited();
     if (stopping_ && !killed_ && Clock::now() >= kill_at_ && running_count() > 0) {
@@ -136,11 +170,18 @@ int Supervisor::run(const sigset_t& watched) {
       kill_survivors();
     }
   }
+  if (signals >= 0) ::close(signals);
   if (stopping_ && !ranks_.empty()) {
     before_report_(true);
     print_summary();
   }
   return exit_code_;
+}
+
+std::string Supervisor::first_failure() const {
+  if (first_failure_ < 0) return "";
+  const Tracked& t = ranks_[first_failure_];
+  return "rank " + std::to_string(t.process.rank) + " " + how_it_ended(t.status);
 }
 
 int Supervisor::running_count() const {
@@ -200,13 +241,15 @@ void Supervisor::on_first_failure(int index) {
   const int code = exit_code_of(t.status);
   stop_all(SIGTERM, code,
            "first failure: rank " + std::to_string(t.process.rank) + " " + ended +
-               "; ddprun exits " + std::to_string(code));
+               (failure_then_.empty() ? "; ddprun exits " + std::to_string(code)
+                                      : "; " + failure_then_));
 }
 
 // The first stop signal is passed on and starts the grace period; a second one (an impatient
 // second Ctrl-C) ends the wait with SIGKILL at once.
 void Supervisor::on_stop_signal(int signal) {
   const std::string name = signal_name(signal);
+  if (stop_signal_ == 0) stop_signal_ = signal;
   if (!stopping_) {
     say("received " + name + "; passing it on to the " + count_of(running_count(), "running rank") +
         " (SIGKILL after " + seconds_text(grace_period_s_) + ")");

@@ -40,9 +40,26 @@ class Supervisor {
     before_report_ = std::move(hook);
   }
 
+  // How a failure's summary ends: "ddprun exits N" (the default), or, when the ranks will be
+  // started again, this text instead.
+  void on_failure_then(std::string next) { failure_then_ = std::move(next); }
+
+  // Also wakes when `fd` is readable (the agents' rendezvous, agents.h), and calls `on_readable`,
+  // which may stop every rank with stop_all.
+  void wake_on(int fd, std::function<void()> on_readable) {
+    wake_fd_ = fd;
+    on_wake_ = std::move(on_readable);
+  }
+
   // Waits until every rank has exited, stopping the rest at the first failure or at SIGINT,
   // SIGTERM or SIGHUP. Returns ddprun's exit code.
   int run(const sigset_t& watched);
+
+  // After run(): "rank 3 exited with code 1" when one of these ranks failed first; empty when
+  // every rank exited 0, or ddprun stopped them (a signal, or another machine's failure).
+  std::string first_failure() const;
+  // After run(): the signal (SIGINT, SIGTERM, SIGHUP) that stopped ddprun, or 0.
+  int stop_signal() const { return stop_signal_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -80,6 +97,10 @@ class Supervisor {
   int first_failure_ = -1;  // index into ranks_
   std::string conclusion_;
   std::string stopped_note_;  // at the first failure: the ranks that were stopped then
+  int stop_signal_ = 0;
+  std::string failure_then_;
+  int wake_fd_ = -1;
+  std::function<void()> on_wake_;
 };
 
 }  // namespace ddprun
