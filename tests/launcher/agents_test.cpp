@@ -145,9 +145,10 @@ TEST(Agents, WithNoRestartsLeftEveryNodeStopsWithTheFailedRanksCode) {
     const AgentNews news = next_news(*node);
     EXPECT_EQ(news.kind, Kind::kAbort);
     EXPECT_EQ(news.code, 137);
-    EXPECT_EQ(news.text,
-              "node 1 failed in round 1 (rank 2 was killed by signal 9 (SIGKILL)) and no restarts "
-              "are left (--max-restarts 1)");
+    EXPECT_EQ(
+        news.text,
+        "node 1 failed in attempt 1 (rank 2 was killed by signal 9 (SIGKILL)) and no restarts "
+        "are left (--max-restarts 1)");
   }
 }
 
@@ -162,7 +163,8 @@ TEST(Agents, ANodeThatNeverJoinsIsNamedAfterTheJoinTimeout) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(news.kind, Kind::kAbort);
   EXPECT_EQ(news.code, 1);
-  EXPECT_EQ(news.text.rfind("nodes 1, 2 did not join round 0 within 0.5 s (--join-timeout)", 0), 0u)
+  EXPECT_EQ(news.text.rfind("nodes 1, 2 did not join attempt 0 within 0.5 s (--join-timeout)", 0),
+            0u)
       << news.text;
   EXPECT_GE(waited, 0.45);
   EXPECT_LT(waited, 3.0);
@@ -183,7 +185,7 @@ TEST(Agents, ANodeWhoseDdprunDiesRestartsTheOthersThenIsNamed) {
   nodes.erase(nodes.begin() + 1);  // nodes 0 and 2 join round 1; node 1 never comes back
   for (const AgentNews& news : join_all(nodes)) {
     EXPECT_EQ(news.kind, Kind::kAbort);
-    EXPECT_EQ(news.text.rfind("node 1 did not join round 1 within 0.5 s (--join-timeout)", 0), 0u)
+    EXPECT_EQ(news.text.rfind("node 1 did not join attempt 1 within 0.5 s (--join-timeout)", 0), 0u)
         << news.text;
   }
 }

@@ -170,7 +170,7 @@ struct AgentServer::State {
   // with no restarts left, every node stops.
   void node_failed(int node, int code, const std::string& why) {
     if (round >= settings.max_restarts) {
-      abort(code, "node " + std::to_string(node) + " failed in round " + std::to_string(round) +
+      abort(code, "node " + std::to_string(node) + " failed in attempt " + std::to_string(round) +
                       " (" + why + ") and no restarts are left (--max-restarts " +
                       std::to_string(settings.max_restarts) + ")");
       return;
@@ -267,7 +267,7 @@ struct AgentServer::State {
     const auto now = Clock::now();
     if (join_deadline && now >= *join_deadline) {
       const auto missing = nodes_without(joined);
-      abort(1, node_list(missing) + " did not join round " + std::to_string(round) + " within " +
+      abort(1, node_list(missing) + " did not join attempt " + std::to_string(round) + " within " +
                    seconds_text(settings.join_timeout_s) +
                    " (--join-timeout): its ddprun is not running, or cannot reach node 0 at " +
                    settings.address + ":" + std::to_string(settings.port));
@@ -487,8 +487,8 @@ AgentNews AgentClient::join() {
     if (!news) {
       return {AgentNews::Kind::kLost, round_, 0, 1,
               "node 0's ddprun said nothing for " + seconds_text(settings_.join_timeout_s + 10) +
-                  " while node " + std::to_string(settings_.node_rank) + " waited to join round " +
-                  std::to_string(round_)};
+                  " while node " + std::to_string(settings_.node_rank) +
+                  " waited to join attempt " + std::to_string(round_)};
     }
     if (news->kind == AgentNews::Kind::kGo && news->round != round_) continue;
     return *news;

@@ -14,16 +14,18 @@
 // The ranks share ddprun's stdout and stderr and prefix their own lines, unless --redirects or
 // --tee sends them to a log file per rank (logs.h), as torchrun's flags of the same names do.
 //
-// What it leaves out: elastic membership (--nnodes MIN:MAX) and restarts (--max-restarts);
+// What it leaves out: elastic membership (--nnodes MIN:MAX);
 // rendezvous backends (the ranks meet at MASTER_ADDR:MASTER_PORT, where rank 0 listens);
 // and starting the other machines: each machine runs its own ddprun with its --node-rank.
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include "agents.h"
 #include "launch.h"
 #include "logs.h"
 #include "options.h"
@@ -67,6 +69,44 @@ void announce(const ddprun::Options& o, const ddprun::RankLogs& logs) {
   } else {
     ddprun::say("logs in " + logs.attempt_dir() + "/LOCAL_RANK/: " + files);
   }
+}
+
+// Where node 0's ddprun hosts the agents' rendezvous, and how long the machines wait.
+ddprun::AgentSettings agent_settings(const ddprun::Options& o) {
+  ddprun::AgentSettings s;
+  s.address = o.master_addr;
+  s.port = o.agent_port != 0 ? o.agent_port : o.master_port + 1;
+  const char* token = std::getenv("DIST_STORE_TOKEN");
+  s.token = token != nullptr ? token : "";
+  s.node_rank = o.node_rank;
+  s.nnodes = o.nnodes;
+  s.max_restarts = o.max_restarts;
+  s.join_timeout_s = o.join_timeout_s;
+  s.exit_barrier_timeout_s = o.exit_barrier_timeout_s;
+  s.connect_timeout_s = o.join_timeout_s;
+  return s;
+}
+
+// What ddprun says when another machine's news stops this machine's ranks.
+std::string news_line(const ddprun::AgentNews& news, const ddprun::Options& o) {
+  using Kind = ddprun::AgentNews::Kind;
+  if (news.kind == Kind::kRestart) {
+    return "node " + std::to_string(news.node) + " failed in attempt " +
+           std::to_string(news.round - 1) + " (" + news.text + "); every machine starts attempt " +
+           std::to_string(news.round) + " (restart " + std::to_string(news.round) + " of at most " +
+           std::to_string(o.max_restarts) + ")";
+  }
+  return "error: " + news.text;
+}
+
+std::string stop_conclusion(const ddprun::AgentNews& news) {
+  using Kind = ddprun::AgentNews::Kind;
+  if (news.kind == Kind::kRestart) {
+    return "stopped for attempt " + std::to_string(news.round) + ": node " +
+           std::to_string(news.node) + " failed";
+  }
+  const int code = news.kind == Kind::kAbort ? news.code : 1;
+  return "stopped: " + news.text + "; ddprun exits " + std::to_string(code);
 }
 
 }  // namespace
@@ -125,22 +165,98 @@ int main(int argc, char** argv) {
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
 
-  // ---- Step 4: start one process per local rank, each told who it is and where to meet
+  // ---- Step 4: say what will run
   announce(options, *logs);
-  ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs);
-  logs->start_tee();
 
-  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest
-  ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
-  supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
-  if (!launch.error.empty()) {
-    ddprun::say("error: " + launch.error);
-    if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
-    supervisor.stop_all(
-        SIGTERM, launch.exit_code,
-        "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
+  // ---- Step 5: on several machines with restarts, join the agents' rendezvous (agents.h)
+  std::unique_ptr<ddprun::MachineAgents> agents;
+  if (options.nnodes > 1 && options.max_restarts > 0) {
+    try {
+      agents = std::make_unique<ddprun::MachineAgents>(agent_settings(options));
+    } catch (const ddprun::AgentError& e) {
+      ddprun::say("error: " + std::string(e.what()));
+      ddprun::say(
+          "hint: start node 0's ddprun, give every node the same --master-addr, "
+          "--agent-port, --nnodes and --max-restarts and the same DIST_STORE_TOKEN, "
+          "and let the port through any firewall");
+      return ddprun::kExitCannotStart;
+    }
+    options.restart_count = agents->attempt();
   }
-  const int exit_code = supervisor.run(masks.watched);
+
+  // ---- Step 6: run the ranks, and start them again after a failure while restarts are left
+  int exit_code = 0;
+  bool tee_started = false;
+  while (true) {
+    if (agents) {
+      const ddprun::AgentNews go = agents->begin_attempt();
+      if (go.kind != ddprun::AgentNews::Kind::kGo) {
+        ddprun::say("error: " + go.text);
+        exit_code = go.code;
+        break;
+      }
+    }
+    if (options.restart_count > 0) {
+      ddprun::say("attempt " + std::to_string(options.restart_count) + ": starting " +
+                  ddprun::count_of(options.nproc_per_node, "rank") + " again (restart " +
+                  std::to_string(options.restart_count) + " of at most " +
+                  std::to_string(options.max_restarts) + ")");
+    }
+    // One process per local rank, each told who it is, where to meet, and which attempt this is.
+    ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs);
+    if (!tee_started) logs->start_tee();
+    tee_started = true;
+
+    // Supervise until every rank has exited; the first failure stops the rest.
+    ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
+    supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
+    if (options.restart_count < options.max_restarts) {
+      supervisor.on_failure_then("every rank starts again in attempt " +
+                                 std::to_string(options.restart_count + 1) +
+                                 (agents ? ", on every machine" : ""));
+    }
+    std::optional<ddprun::AgentNews> heard;  // news from another machine that stopped ours
+    if (agents) {
+      supervisor.wake_on(agents->fd(), [&] {
+        heard = agents->news();
+        ddprun::say(news_line(*heard, options));
+        supervisor.stop_all(SIGTERM,
+                            heard->kind == ddprun::AgentNews::Kind::kAbort ? heard->code : 1,
+                            stop_conclusion(*heard));
+      });
+    }
+    if (!launch.error.empty()) {
+      ddprun::say("error: " + launch.error);
+      if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
+      supervisor.stop_all(
+          SIGTERM, launch.exit_code,
+          "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
+    }
+    exit_code = supervisor.run(masks.watched);
+    if (supervisor.stop_signal() != 0 || !launch.error.empty()) break;
+
+    std::optional<ddprun::AgentNews> next = heard;
+    if (!next && agents) {
+      next = exit_code == 0 ? agents->after_success()
+                            : agents->after_failure(exit_code, supervisor.first_failure());
+      if (next->kind == ddprun::AgentNews::Kind::kRestart && exit_code == 0) {
+        ddprun::say(news_line(*next, options));
+      }
+    }
+    if (next) {
+      if (next->kind == ddprun::AgentNews::Kind::kRestart) {
+        options.restart_count = agents->attempt();
+        continue;
+      }
+      if (next->kind == ddprun::AgentNews::Kind::kFinish) break;
+      if (!heard) ddprun::say("error: " + next->text);
+      exit_code = next->kind == ddprun::AgentNews::Kind::kAbort ? next->code : 1;
+      break;
+    }
+    // One machine: ddprun decides restarts itself.
+    if (exit_code == 0 || options.restart_count >= options.max_restarts) break;
+    ++options.restart_count;
+  }
   logs->finish();
   if (exit_code != 0 && logs->enabled()) {
     ddprun::say("each rank's own output: " + logs->attempt_dir() + "/LOCAL_RANK/");
