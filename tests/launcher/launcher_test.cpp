@@ -599,6 +599,133 @@ TEST(Ddprun, ASecondSignalSkipsTheGracePeriod) {
   expect_every_probe_gone(r.out);
 }
 
+// ---- No process of the job is left behind, grandchildren included
+
+// The processes whose environment holds `entry` ("NAME=value"), found in /proc: ddprun passes its
+// environment on to the ranks, and they to their children, so a marker given to ddprun finds
+// every process of that one job, even one that moved to a session of its own.
+std::vector<pid_t> processes_with(const std::string& entry) {
+  std::vector<pid_t> found;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = proc.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environ_file(proc.path() / "environ", std::ios::binary);
+    for (std::string var; std::getline(environ_file, var, '\0');) {
+      if (var == entry) found.push_back(std::stoi(name));
+    }
+  }
+  return found;
+}
+
+// A marker of its own for every job of a test.
+std::string new_job_marker() {
+  static int jobs = 0;
+  return "DDPRUN_TEST_JOB=" + std::to_string(::getpid()) + "_" + std::to_string(++jobs);
+}
+
+// Once ddprun has exited, nothing of its job may still run; what does is reported, and killed so
+// that the test leaves nothing behind either.
+void expect_nothing_of_the_job_left(const std::string& marker) {
+  const std::vector<pid_t> left = processes_with(marker);
+  for (const pid_t pid : left) {
+    ADD_FAILURE() << "process " << pid << " of the job is still running after ddprun exited";
+    ::kill(pid, SIGKILL);
+  }
+}
+
+// Each rank (sh) starts a child that outlives it unless stopped, prints "started", then does
+// `then`. The child's output goes to /dev/null, so that it cannot hold the test's pipes open:
+// a child left behind is found by its marker, not by a test that waits for end-of-file.
+std::vector<std::string> ranks_with_a_child(int nproc, const std::string& before,
+                                            const std::string& then,
+                                            const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {"--nproc-per-node", std::to_string(nproc)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(),
+              {"sh", "-c", before + "sleep 60 >/dev/null 2>&1 & echo started; " + then});
+  return args;
+}
+
+// The issue that made ranks leaders of their own process groups: a rank's own children were not
+// stopped, and ddprun exited while they ran on (holding its stdout).
+TEST(DdprunHygiene, StopsEveryRanksChildrenWhenOneRankFailsAt1_2And4Ranks) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    const Result r = run_ddprun(
+        ranks_with_a_child(nproc, "",
+                           "if [ \"$RANK\" = $((WORLD_SIZE - 1)) ]; then sleep 0.3; exit 3; fi; "
+                           "sleep 60"),
+        {marker});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_EQ(count_of(r.out, "started\n"), nproc) << r.out;
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+TEST(DdprunHygiene, StopsEveryRanksChildrenWhenDdprunGetsSigtermOrSigint) {
+  for (const int signal : {SIGTERM, SIGINT}) {
+    for (const int nproc : {1, 2, 4}) {
+      SCOPED_TRACE(std::to_string(nproc) + " ranks, signal " + std::to_string(signal));
+      const std::string marker = new_job_marker();
+      Ddprun ddprun(ranks_with_a_child(nproc, "", "sleep 60"), {marker});
+      ASSERT_TRUE(ddprun.wait_for_ranks(nproc));
+      ddprun.send(signal);
+      const Result r = ddprun.finish();
+      EXPECT_EQ(r.exit_code, 128 + signal) << r.err;
+      EXPECT_LT(r.seconds, kStopLimitS);
+      expect_nothing_of_the_job_left(marker);
+    }
+  }
+}
+
+TEST(DdprunHygiene, SigkillsRanksAndChildrenThatIgnoreSigtermAtTheDeadline) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    // `trap "" TERM` ignores SIGTERM in the shell, and in the child it starts (an ignored
+    // signal stays ignored across fork and exec).
+    Ddprun ddprun(
+        ranks_with_a_child(nproc, "trap \"\" TERM; ", "sleep 60", {"--grace-period", "1"}),
+        {marker});
+    ASSERT_TRUE(ddprun.wait_for_ranks(nproc));
+    ddprun.send(SIGTERM);
+    const Result r = ddprun.finish();
+    EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+    EXPECT_GE(r.seconds, 0.95);  // the grace period was given
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_TRUE(contains(r.err, "still running after the 1 s grace period; sending SIGKILL"))
+        << r.err;
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+// A rank that succeeds may still leave a child running: it is stopped like the rest (SIGTERM,
+// then SIGKILL after the grace period), ddprun says so, and the exit code stays the ranks' own.
+TEST(DdprunHygiene, StopsWhatRanksLeaveRunningWhenTheyExit0) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    const Result r = run_ddprun(
+        ranks_with_a_child(nproc, "trap \"\" TERM; ", "exit 0", {"--grace-period", "0.5"}),
+        {marker});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_TRUE(contains(r.err, "every rank has exited, but they left ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "grace period; sending SIGKILL")) << r.err;
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+// A job whose ranks leave nothing behind ends when its last rank does: no grace period is spent.
+TEST(DdprunHygiene, EndsAtOnceWhenTheRanksLeaveNothingBehind) {
+  const Result r = run_ddprun({"--nproc-per-node", "4", "--grace-period", "5", PROBE_PATH});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, 2.0);
+  EXPECT_FALSE(contains(r.err, "left")) << r.err;
+}
+
 // ---- Mistakes on the command line
 
 TEST(Ddprun, RejectsBadFlagValuesWithExitCode2NamingTheFlagAndValue) {

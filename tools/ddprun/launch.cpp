@@ -148,6 +148,11 @@ Started start_rank(char** argv, char** envp, const sigset_t& child_mask,
   if (pid == 0) {
     ::close(pipe_fds[0]);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // the mask survives exec; hand back ours
+    // A session and process group of its own, as torchrun does in later releases
+    // (SubprocessHandler: Popen(start_new_session=True), then os.killpg to stop it; torch 1.13
+    // still signals the worker's pid only). ddprun signals the whole group, so the rank's own
+    // children stop with it; and the terminal's Ctrl-C reaches ddprun alone, which passes it on.
+    ::setsid();
     die_with_launcher(launcher);
     if (!put_in_place(streams.out, STDOUT_FILENO) || !put_in_place(streams.err, STDERR_FILENO)) {
       const int dup_errno = errno;

@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
 
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
+  ddprun::adopt_orphans();
 
   // ---- Step 4: start one process per local rank, each told who it is and where to meet
   announce(options, *logs);

@@ -347,8 +347,10 @@ When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SI
 ranks still running, SIGKILL to any still running after the grace period, prints a summary of
 every rank, and exits with the failed rank's exit code (128+N when signal N killed it).
 SIGINT, SIGTERM and SIGHUP sent to ddprun are passed on to every rank in the same way, and
-ddprun exits 128+N; a second one sends SIGKILL at once. The ranks share ddprun's process
-group, so Ctrl-C in a terminal reaches them directly too.
+ddprun exits 128+N; a second one sends SIGKILL at once. Each rank leads a process group of
+its own; every signal goes to the whole group, so a rank's children stop with it. What the
+ranks leave running when they exit gets SIGTERM, then SIGKILL after the grace period: ddprun
+exits when nothing of the job is left.
 
 With --redirects or --tee, each rank writes its own log files (the files hold every byte it
 wrote, even if it crashes); ddprun names the folder when it starts and again when a rank

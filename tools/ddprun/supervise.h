@@ -25,6 +25,11 @@ struct SignalMasks {
 // runs at an awkward moment.
 SignalMasks block_watched_signals();
 
+// Makes ddprun the child subreaper of everything it starts (Linux): a process whose parent dies
+// is handed to ddprun instead of init, so that nothing a rank starts can outlive the job
+// unnoticed. Call it before the first rank starts.
+void adopt_orphans();
+
 // Owns the started ranks until every one of them has exited and been reaped.
 class Supervisor {
  public:
@@ -40,8 +45,10 @@ class Supervisor {
     before_report_ = std::move(hook);
   }
 
-  // Waits until every rank has exited, stopping the rest at the first failure or at SIGINT,
-  // SIGTERM or SIGHUP. Returns ddprun's exit code.
+  // Waits until every rank has exited, and everything the ranks started too (adopt_orphans),
+  // stopping the rest at the first failure or at SIGINT, SIGTERM or SIGHUP; what a rank leaves
+  // behind when it exits gets SIGTERM, and SIGKILL after the grace period. Returns ddprun's exit
+  // code.
   int run(const sigset_t& watched);
 
  private:
@@ -60,7 +67,10 @@ class Supervisor {
   };
 
   int running_count() const;
+  Clock::duration grace_period() const;
   void signal_running(int signal);
+  void signal_leftovers(int signal);
+  void note_leftovers();
   void reap_exited();
   void on_first_failure(int index);
   std::string note_stopped_ranks();
@@ -74,8 +84,11 @@ class Supervisor {
   std::function<void(bool)> before_report_ = [](bool) {};
   double grace_period_s_;
   bool stopping_ = false;
-  bool killed_ = false;  // SIGKILL has been sent: nothing is left to escalate
-  Clock::time_point kill_at_;
+  bool killed_ = false;                        // SIGKILL has been sent: nothing is left to escalate
+  std::optional<Clock::time_point> deadline_;  // of the grace period: then SIGKILL
+  int signals_ = -1;                           // the signalfd of the watched signals
+  bool children_left_ = false;                 // ddprun still has a child (a rank, or an orphan)
+  bool leftovers_noted_ = false;
   int exit_code_ = 0;
   int first_failure_ = -1;  // index into ranks_
   std::string conclusion_;
