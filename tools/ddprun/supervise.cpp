@@ -89,27 +89,6 @@ std::string seconds_text(double seconds) {
   return text.str();
 }
 
-// Sleeps until a watched signal can be read from `signals` (a signalfd), or until `timeout` has
-// passed (forever without one). Returns the signals read, in order; none when the time ran out.
-std::vector<int> next_signals(int signals,
-                              std::optional<std::chrono::steady_clock::duration> timeout) {
-  timespec wait{};
-  if (timeout) {
-    const auto left = std::max(*timeout, std::chrono::steady_clock::duration::zero());
-    const auto whole = std::chrono::duration_cast<std::chrono::seconds>(left);
-    wait.tv_sec = static_cast<std::time_t>(whole.count());
-    wait.tv_nsec = static_cast<long>((left - whole).count());
-  }
-  pollfd ready{signals, POLLIN, 0};
-  std::vector<int> got;
-  if (::ppoll(&ready, 1, timeout ? &wait : nullptr, nullptr) <= 0) return got;  // time, EINTR
-  signalfd_siginfo info{};
-  while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    got.push_back(static_cast<int>(info.ssi_signo));
-  }
-  return got;
-}
-
 // Every child of ddprun that has not been reaped: the ranks still running, and what the ranks
 // left behind (ddprun adopts it, being their subreaper). Not yet reaped, none of these pids can
 // belong to anyone else, so they are safe to signal. Read from /proc/self/task/*/children, per
@@ -159,17 +138,31 @@ void adopt_orphans() {
 #endif
 }
 
-Supervisor::Supervisor(std::vector<RankProcess> ranks, double grace_period_s)
-    : grace_period_s_(grace_period_s) {
-  for (const RankProcess& process : ranks) ranks_.push_back({process});
-}
+Supervisor::Supervisor(StartAttempt start, double grace_period_s, int max_restarts)
+    : start_(std::move(start)), max_restarts_(max_restarts), grace_period_s_(grace_period_s) {}
 
-void Supervisor::stop_all(int signal, int exit_code, std::string conclusion) {
+void Supervisor::stop_all(int signal, int exit_code, std::string why) {
   stopping_ = true;
   exit_code_ = exit_code;
-  conclusion_ = std::move(conclusion);
+  why_ended_ = std::move(why);
   signal_running(signal);
   deadline_ = Clock::now() + grace_period();
+}
+
+void Supervisor::end_attempt(const std::string& reason, int exit_code) {
+  if (stopping_) return;
+  failed_attempt_ = true;
+  before_report_(false);
+  say(reason + "; stopping the " + count_of(running_count(), "running rank"));
+  stop_all(SIGTERM, exit_code, reason);
+}
+
+void Supervisor::watch_fd(int fd, std::function<void()> on_ready) {
+  watched_.push_back({fd, std::move(on_ready)});
+}
+
+void Supervisor::unwatch_fd(int fd) {
+  std::erase_if(watched_, [fd](const Watched& w) { return w.fd == fd; });
 }
 
 Supervisor::Clock::duration Supervisor::grace_period() const {
@@ -183,22 +176,90 @@ int Supervisor::run(const sigset_t& watched) {
   signals_ = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signals_ < 0) throw std::system_error(errno, std::generic_category(), "signalfd");
   while (true) {
-    reap_exited();
-    if (running_count() == 0 && !children_left_) break;
-    if (running_count() == 0 && !leftovers_noted_) note_leftovers();
-    if (deadline_ && !killed_ && Clock::now() >= *deadline_) kill_survivors();
-    if (killed_) signal_leftovers(SIGKILL);  // orphans of what the last SIGKILL ended
-    for (const int signal : next_signals(signals_, time_until_kill())) {
-      if (signal == SIGINT || signal == SIGTERM || signal == SIGHUP) on_stop_signal(signal);
-    }
+    start_attempt();
+    supervise_attempt();
+    if (!restart_wanted()) break;
+    // Nothing of this attempt is left (supervise_attempt waited for that), so the next one
+    // starts at once: no sleep, no back-off.
+    history_.push_back("attempt " + std::to_string(attempt_) + ": " + why_ended_ + "; restart " +
+                       std::to_string(attempt_ + 1) + " of " + std::to_string(max_restarts_));
+    say("attempt " + std::to_string(attempt_) + " has ended; restarting every rank (restart " +
+        std::to_string(attempt_ + 1) + " of " + std::to_string(max_restarts_) + ")");
+    ++attempt_;
   }
   ::close(signals_);
   signals_ = -1;
-  if (stopping_ && !ranks_.empty()) {
+  if ((stopping_ && !ranks_.empty()) || !history_.empty()) {
     before_report_(true);
     print_summary();
   }
   return exit_code_;
+}
+
+// A fresh start: the state of the attempt before is forgotten, except what the summary needs
+// (history_).
+void Supervisor::start_attempt() {
+  ranks_.clear();
+  stopping_ = killed_ = failed_attempt_ = leftovers_noted_ = children_left_ = false;
+  deadline_.reset();
+  exit_code_ = 0;
+  first_failure_ = -1;
+  why_ended_.clear();
+  stopped_note_.clear();
+  Launch launch = start_(attempt_);
+  for (const RankProcess& process : launch.started) ranks_.push_back({process});
+  if (launch.error.empty()) return;
+  say("error: " + launch.error);
+  if (!launch.hint.empty()) say("hint: " + launch.hint);
+  cannot_start_ = true;  // a restart would fail the same way
+  stop_all(SIGTERM, launch.exit_code, "stopped the ranks already running");
+}
+
+// Until every rank of this attempt, and everything they started, is gone.
+void Supervisor::supervise_attempt() {
+  while (true) {
+    reap_exited();
+    if (running_count() == 0 && !children_left_) return;
+    if (running_count() == 0 && !leftovers_noted_) note_leftovers();
+    if (deadline_ && !killed_ && Clock::now() >= *deadline_) kill_survivors();
+    if (killed_) signal_leftovers(SIGKILL);  // orphans of what the last SIGKILL ended
+    wait_for_events();
+  }
+}
+
+bool Supervisor::restart_wanted() const {
+  return failed_attempt_ && !interrupted_ && !cannot_start_ && attempt_ < max_restarts_;
+}
+
+// Sleeps until a watched signal arrives, a watched fd is ready, or the grace period runs out;
+// then acts on what came.
+void Supervisor::wait_for_events() {
+  std::vector<pollfd> fds = {{signals_, POLLIN, 0}};
+  for (const Watched& w : watched_) fds.push_back({w.fd, POLLIN, 0});
+  timespec wait{};
+  const std::optional<Clock::duration> timeout = time_until_kill();
+  if (timeout) {
+    const auto left = std::max(*timeout, Clock::duration::zero());
+    const auto whole = std::chrono::duration_cast<std::chrono::seconds>(left);
+    wait.tv_sec = static_cast<std::time_t>(whole.count());
+    wait.tv_nsec = static_cast<long>((left - whole).count());
+  }
+  if (::ppoll(fds.data(), fds.size(), timeout ? &wait : nullptr, nullptr) <= 0) return;
+  signalfd_siginfo info{};
+  while (::read(signals_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    const int signal = static_cast<int>(info.ssi_signo);
+    if (signal == SIGINT || signal == SIGTERM || signal == SIGHUP) on_stop_signal(signal);
+  }
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    // Looked up again: an earlier callback may have unwatched this fd.
+    const auto w = std::find_if(watched_.begin(), watched_.end(),
+                                [fd = fds[i].fd](const Watched& x) { return x.fd == fd; });
+    if (w != watched_.end()) {
+      const std::function<void()> on_ready = w->on_ready;  // the callback may unwatch itself
+      on_ready();
+    }
+  }
 }
 
 int Supervisor::running_count() const {
@@ -302,21 +363,20 @@ void Supervisor::on_first_failure(int index) {
       std::to_string(t.process.local_rank) + ", pid " + std::to_string(t.process.pid) + ") " +
       ended + stopping_the_others(others));
   stopped_note_ = note_stopped_ranks();
-  const int code = exit_code_of(t.status);
-  stop_all(SIGTERM, code,
-           "first failure: rank " + std::to_string(t.process.rank) + " " + ended +
-               "; ddprun exits " + std::to_string(code));
+  failed_attempt_ = true;
+  stop_all(SIGTERM, exit_code_of(t.status),
+           "first failure: rank " + std::to_string(t.process.rank) + " " + ended);
 }
 
 // The first stop signal is passed on and starts the grace period; a second one (an impatient
 // second Ctrl-C) ends the wait with SIGKILL at once.
 void Supervisor::on_stop_signal(int signal) {
   const std::string name = signal_name(signal);
+  interrupted_ = true;  // whoever stops ddprun wants the job over: no restart
   if (!stopping_) {
     say("received " + name + "; passing it on to the " + count_of(running_count(), "running rank") +
         " (SIGKILL after " + seconds_text(grace_period_s_) + ")");
-    stop_all(signal, 128 + signal,
-             "stopped by " + name + "; ddprun exits " + std::to_string(128 + signal));
+    stop_all(signal, 128 + signal, "stopped by " + name);
   } else if (!killed_ && (running_count() > 0 || children_left_)) {
     say("received " + name + " while stopping; sending SIGKILL to the " +
         count_of(running_count(), "rank") + " still running");
@@ -388,15 +448,30 @@ std::string Supervisor::outcome(int index) const {
   return text;
 }
 
+// One line per attempt that was restarted, then the last attempt rank by rank, and how it ended.
+// Without --max-restarts there is one attempt, and no attempt lines.
 void Supervisor::print_summary() const {
-  const std::size_t width = std::to_string(ranks_.back().process.rank).size();
   say("---- summary ----");
+  for (const std::string& line : history_) say(line);
+  const std::string last = "attempt " + std::to_string(attempt_) + ":";
+  const std::string exits = "ddprun exits " + std::to_string(exit_code_);
+  if (!stopping_) {  // restarted, and then every rank of the last attempt exited 0
+    say(last + " every rank exited 0; " + exits);
+    return;
+  }
+  if (max_restarts_ > 0) say(last);
+  const std::size_t width = std::to_string(ranks_.back().process.rank).size();
   for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
     std::string rank = std::to_string(ranks_[i].process.rank);
     rank.insert(0, width - rank.size(), ' ');
     say("  rank " + rank + "  " + outcome(i));
   }
-  say(conclusion_);
+  const bool out_of_restarts =
+      max_restarts_ > 0 && failed_attempt_ && !interrupted_ && !cannot_start_;
+  say(why_ended_ +
+      (out_of_restarts ? "; no restart left (--max-restarts " + std::to_string(max_restarts_) + ")"
+                       : "") +
+      "; " + exits);
   if (!stopped_note_.empty()) {
     say("hint: " + stopped_note_ + " when it came: a stopped rank makes the others time out " +
         "waiting for it, so it is the likely cause (a debugger, Ctrl-Z, kill -STOP, or a " +
