@@ -132,6 +132,23 @@ TEST(Agents, TwoNodesFailingAtOnceCostOneRestart) {
   EXPECT_FALSE(nodes[0]->next(100ms).has_value()) << "the late report started another round";
 }
 
+TEST(Agents, AFailureAfterAnotherNodeFinishedEndsTheJob) {
+  const AgentSettings s = settings(2, /*max_restarts=*/3);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[0]->report_done();
+  nodes[1]->report_failed(1, "rank 3 exited with code 1");
+  for (auto& node : nodes) {
+    const AgentNews news = next_news(*node);
+    EXPECT_EQ(news.kind, Kind::kAbort);
+    EXPECT_EQ(news.code, 1);
+    EXPECT_EQ(news.text,
+              "node 1 failed in attempt 0 (rank 3 exited with code 1) after node 0 had finished; "
+              "a finished machine does not start again");
+  }
+}
+
 TEST(Agents, WithNoRestartsLeftEveryNodeStopsWithTheFailedRanksCode) {
   const AgentSettings s = settings(2, /*max_restarts=*/1);
   AgentServer server(s);

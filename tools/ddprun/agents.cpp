@@ -169,6 +169,15 @@ struct AgentServer::State {
   // A node's ranks failed in the current round (or its ddprun left): every node restarts, or,
   // with no restarts left, every node stops.
   void node_failed(int node, int code, const std::string& why) {
+    // A machine whose ranks all exited 0 has ended its job (it waits in the exit barrier), and
+    // does not start them again: the job cannot restart as a whole, so it ends.
+    const std::vector<int> finished = nodes_with(done);
+    if (!finished.empty()) {
+      abort(code, "node " + std::to_string(node) + " failed in attempt " + std::to_string(round) +
+                      " (" + why + ") after " + node_list(finished) +
+                      " had finished; a finished machine does not start again");
+      return;
+    }
     if (round >= settings.max_restarts) {
       abort(code, "node " + std::to_string(node) + " failed in attempt " + std::to_string(round) +
                       " (" + why + ") and no restarts are left (--max-restarts " +
@@ -182,6 +191,14 @@ struct AgentServer::State {
     exit_deadline.reset();
     join_deadline = Clock::now() + seconds(settings.join_timeout_s);
     to_every_node("restart " + std::to_string(round) + " " + std::to_string(node) + " " + why);
+  }
+
+  std::vector<int> nodes_with(const std::vector<bool>& flags) const {
+    std::vector<int> nodes;
+    for (int n = 0; n < settings.nnodes; ++n) {
+      if (flags[n]) nodes.push_back(n);
+    }
+    return nodes;
   }
 
   std::vector<int> nodes_without(const std::vector<bool>& flags) const {

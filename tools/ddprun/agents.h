@@ -17,6 +17,7 @@
 //   failed ROUND CODE WHY                restart ROUND+1 NODE WHY   to every node: stop, join again
 //                                        abort CODE WHY       no restarts left, or a node missing
 //   done ROUND                           finish               every node's ranks exited 0
+//                                        abort CODE WHY       a node failed after another finished
 //
 // It is separate from the ranks' own store (which rank 0 hosts at MASTER_PORT): the ranks come
 // and go with every attempt, the agents stay. Every wait has a deadline, and a node that misses
@@ -119,7 +120,7 @@ class AgentClient {
   void report_failed(int code, const std::string& why);
 
   // "My ranks exited 0 in this round" (the exit barrier): kFinish when every node has, read
-  // with next(); a kRestart if another node failed meanwhile.
+  // with next(); a kAbort if another node failed meanwhile.
   void report_done();
 
   // The next piece of news, waiting at most `timeout` (forever without one); nullopt when the
@@ -142,7 +143,7 @@ class AgentClient {
 //   for each attempt:  begin_attempt()            kGo: start the ranks
 //     while they run:  fd() readable → news()    kRestart / kAbort / kLost: stop the ranks
 //     a rank failed:   after_failure(code, why)  kRestart: next attempt; kAbort: exit its code
-//     all exited 0:    after_success()           kFinish: exit 0; kRestart: next attempt
+//     all exited 0:    after_success()           kFinish: exit 0; kAbort: another node failed
 //
 // The waits also end at SIGINT, SIGTERM or SIGHUP (blocked by ddprun; read here through a
 // signalfd), as a kAbort with code 128+signal: Ctrl-C never waits for another machine.

@@ -14,9 +14,12 @@
 // The ranks share ddprun's stdout and stderr and prefix their own lines, unless --redirects or
 // --tee sends them to a log file per rank (logs.h), as torchrun's flags of the same names do.
 //
-// What it leaves out: elastic membership (--nnodes MIN:MAX);
-// rendezvous backends (the ranks meet at MASTER_ADDR:MASTER_PORT, where rank 0 listens);
-// and starting the other machines: each machine runs its own ddprun with its --node-rank.
+// When a rank fails, --max-restarts N stops every rank and starts them all again, up to N
+// times, as torchrun does; each rank is told which attempt it is (TORCHELASTIC_RESTART_COUNT).
+//
+// What it leaves out: elastic membership (--nnodes MIN:MAX); rendezvous backends (the ranks meet at
+// MASTER_ADDR:MASTER_PORT, where rank 0 listens); and starting the other machines: each machine
+// runs its own ddprun with its --node-rank.
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -83,30 +86,14 @@ ddprun::AgentSettings agent_settings(const ddprun::Options& o) {
   s.max_restarts = o.max_restarts;
   s.join_timeout_s = o.join_timeout_s;
   s.exit_barrier_timeout_s = o.exit_barrier_timeout_s;
-  s.connect_timeout_s = o.join_timeout_s;
+  s.connect_timeout_s = o.join_timeout_s;  // node 0 may start later than this machine
   return s;
 }
 
-// What ddprun says when another machine's news stops this machine's ranks.
-std::string news_line(const ddprun::AgentNews& news, const ddprun::Options& o) {
-  using Kind = ddprun::AgentNews::Kind;
-  if (news.kind == Kind::kRestart) {
-    return "node " + std::to_string(news.node) + " failed in attempt " +
-           std::to_string(news.round - 1) + " (" + news.text + "); every machine starts attempt " +
-           std::to_string(news.round) + " (restart " + std::to_string(news.round) + " of at most " +
-           std::to_string(o.max_restarts) + ")";
-  }
-  return "error: " + news.text;
-}
-
-std::string stop_conclusion(const ddprun::AgentNews& news) {
-  using Kind = ddprun::AgentNews::Kind;
-  if (news.kind == Kind::kRestart) {
-    return "stopped for attempt " + std::to_string(news.round) + ": node " +
-           std::to_string(news.node) + " failed";
-  }
-  const int code = news.kind == Kind::kAbort ? news.code : 1;
-  return "stopped: " + news.text + "; ddprun exits " + std::to_string(code);
+// "first failure: rank 3 exited with code 1" → "rank 3 exited with code 1", for the others.
+std::string failure_for_others(const std::string& why) {
+  const std::string prefix = "first failure: ";
+  return why.starts_with(prefix) ? why.substr(prefix.size()) : why;
 }
 
 }  // namespace
@@ -164,11 +151,15 @@ int main(int argc, char** argv) {
 
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
+  ddprun::adopt_orphans();
 
-  // ---- Step 4: say what will run
+  // ---- Step 4: start one process per local rank, each told who it is and where to meet; again
+  // for every restart (--max-restarts), in a log folder of its own (attempt_K)
   announce(options, *logs);
 
-  // ---- Step 5: on several machines with restarts, join the agents' rendezvous (agents.h)
+  // On several machines with restarts, every machine's ddprun joins the agents' rendezvous
+  // (agents.h), which node 0's hosts: they start each attempt together, and a failure on any
+  // machine ends the attempt on all of them.
   std::unique_ptr<ddprun::MachineAgents> agents;
   if (options.nnodes > 1 && options.max_restarts > 0) {
     try {
@@ -176,86 +167,86 @@ int main(int argc, char** argv) {
     } catch (const ddprun::AgentError& e) {
       ddprun::say("error: " + std::string(e.what()));
       ddprun::say(
-          "hint: start node 0's ddprun, give every node the same --master-addr, "
-          "--agent-port, --nnodes and --max-restarts and the same DIST_STORE_TOKEN, "
-          "and let the port through any firewall");
+          "hint: start node 0's ddprun too, and give every node the same --master-addr, "
+          "--agent-port, --nnodes and --max-restarts and the same DIST_STORE_TOKEN");
       return ddprun::kExitCannotStart;
     }
-    options.restart_count = agents->attempt();
   }
+  bool agents_over = false;  // the rendezvous ended the job (abort), or was lost
+  ddprun::Supervisor* supervising = nullptr;
+  // Before each attempt: after a failure of this machine's ranks, tell node 0 and learn its
+  // decision; then wait until every machine has joined the attempt.
+  const auto join_attempt = [&](int attempt) -> std::optional<ddprun::Launch> {
+    ddprun::AgentNews news;
+    if (attempt > agents->attempt()) {
+      news = agents->after_failure(supervising->ended_exit_code(),
+                                   failure_for_others(supervising->ended_why()));
+      if (news.kind != ddprun::AgentNews::Kind::kRestart) {
+        agents_over = true;
+        return ddprun::Launch{{}, news.text, "", news.code};
+      }
+    }
+    news = agents->begin_attempt();
+    if (news.kind == ddprun::AgentNews::Kind::kGo) return std::nullopt;
+    agents_over = true;
+    return ddprun::Launch{{}, news.text, "", news.code};
+  };
 
-  // ---- Step 6: run the ranks, and start them again after a failure while restarts are left
-  int exit_code = 0;
-  bool tee_started = false;
-  while (true) {
+  const auto start_attempt = [&](int attempt) {
     if (agents) {
-      const ddprun::AgentNews go = agents->begin_attempt();
-      if (go.kind != ddprun::AgentNews::Kind::kGo) {
-        ddprun::say("error: " + go.text);
-        exit_code = go.code;
-        break;
+      if (std::optional<ddprun::Launch> refused = join_attempt(attempt)) return *refused;
+    }
+    if (attempt > 0) {
+      try {
+        logs->begin_attempt(attempt);
+      } catch (const ddprun::UsageError& e) {
+        return ddprun::Launch{{}, e.what(), e.hint(), ddprun::kExitCannotStart};
+      }
+      if (!logs->description().empty()) {
+        ddprun::say("logs of attempt " + std::to_string(attempt) + " in " + logs->attempt_dir() +
+                    "/LOCAL_RANK/");
       }
     }
-    if (options.restart_count > 0) {
-      ddprun::say("attempt " + std::to_string(options.restart_count) + ": starting " +
-                  ddprun::count_of(options.nproc_per_node, "rank") + " again (restart " +
-                  std::to_string(options.restart_count) + " of at most " +
-                  std::to_string(options.max_restarts) + ")");
-    }
-    // One process per local rank, each told who it is, where to meet, and which attempt this is.
-    ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs);
-    if (!tee_started) logs->start_tee();
-    tee_started = true;
+    ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs, attempt);
+    logs->start_tee();
+    return launch;
+  };
 
-    // Supervise until every rank has exited; the first failure stops the rest.
-    ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
-    supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
-    if (options.restart_count < options.max_restarts) {
-      supervisor.on_failure_then("every rank starts again in attempt " +
-                                 std::to_string(options.restart_count + 1) +
-                                 (agents ? ", on every machine" : ""));
-    }
-    std::optional<ddprun::AgentNews> heard;  // news from another machine that stopped ours
-    if (agents) {
-      supervisor.wake_on(agents->fd(), [&] {
-        heard = agents->news();
-        ddprun::say(news_line(*heard, options));
-        supervisor.stop_all(SIGTERM,
-                            heard->kind == ddprun::AgentNews::Kind::kAbort ? heard->code : 1,
-                            stop_conclusion(*heard));
-      });
-    }
-    if (!launch.error.empty()) {
-      ddprun::say("error: " + launch.error);
-      if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
-      supervisor.stop_all(
-          SIGTERM, launch.exit_code,
-          "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
-    }
-    exit_code = supervisor.run(masks.watched);
-    if (supervisor.stop_signal() != 0 || !launch.error.empty()) break;
-
-    std::optional<ddprun::AgentNews> next = heard;
-    if (!next && agents) {
-      next = exit_code == 0 ? agents->after_success()
-                            : agents->after_failure(exit_code, supervisor.first_failure());
-      if (next->kind == ddprun::AgentNews::Kind::kRestart && exit_code == 0) {
-        ddprun::say(news_line(*next, options));
+  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest, and
+  // starts them all again while restarts are left
+  ddprun::Supervisor supervisor(start_attempt, options.grace_period_s, options.max_restarts);
+  supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
+  supervising = &supervisor;
+  if (agents) {
+    // News while the ranks run: another machine failed (restart), or the job is over.
+    const int fd = agents->fd();
+    supervisor.watch_fd(fd, [&agents, &agents_over, &supervisor, fd] {
+      const ddprun::AgentNews news = agents->news();
+      using Kind = ddprun::AgentNews::Kind;
+      if (news.kind == Kind::kRestart) {
+        supervisor.end_attempt("node " + std::to_string(news.node) + " failed (" + news.text + ")",
+                               1);
+      } else if (news.kind == Kind::kAbort || news.kind == Kind::kLost) {
+        agents_over = true;
+        supervisor.unwatch_fd(fd);
+        ddprun::say("error: " + news.text);
+        supervisor.stop_all(SIGTERM, news.code, news.text);
       }
-    }
-    if (next) {
-      if (next->kind == ddprun::AgentNews::Kind::kRestart) {
-        options.restart_count = agents->attempt();
-        continue;
+    });
+  }
+  int exit_code = supervisor.run(masks.watched);
+  // The end of the job, on several machines: a success waits for every machine (the exit
+  // barrier); a failure of this machine's ranks with no restarts left is told to the others.
+  if (agents && !agents_over && !supervisor.interrupted()) {
+    if (exit_code == 0) {
+      const ddprun::AgentNews news = agents->after_success();
+      if (news.kind != ddprun::AgentNews::Kind::kFinish) {
+        ddprun::say("error: " + news.text);
+        exit_code = news.code;
       }
-      if (next->kind == ddprun::AgentNews::Kind::kFinish) break;
-      if (!heard) ddprun::say("error: " + next->text);
-      exit_code = next->kind == ddprun::AgentNews::Kind::kAbort ? next->code : 1;
-      break;
+    } else {
+      agents->after_failure(exit_code, failure_for_others(supervisor.ended_why()));
     }
-    // One machine: ddprun decides restarts itself.
-    if (exit_code == 0 || options.restart_count >= options.max_restarts) break;
-    ++options.restart_count;
   }
   logs->finish();
   if (exit_code != 0 && logs->enabled()) {
