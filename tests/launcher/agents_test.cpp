@@ -6,6 +6,7 @@
 // stranger (a wrong token, a node rank taken twice) is turned away; a client whose server is
 // gone hears so at once. Every wait here has a short deadline: nothing can hang.
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@ AgentSettings settings(int nnodes, int max_restarts = 0) {
   s.join_timeout_s = 0.5;
   s.exit_barrier_timeout_s = 0.5;
   s.connect_timeout_s = 2;
+  s.heartbeat_s = 60;  // bare clients do not ping: no test here lasts 3 heartbeats
   return s;
 }
 
@@ -341,6 +343,19 @@ TEST(Agents, AClientWithNoServerGivesUpAfterItsTimeout) {
 
 // ---- What ddprun's restart loop calls: MachineAgents
 
+// A client for node `node` of the job that node 0's MachineAgents hosts.
+std::unique_ptr<AgentClient> node_client(const MachineAgents& node0, AgentSettings s, int node) {
+  s.port = node0.port();
+  s.node_rank = node;
+  return std::make_unique<AgentClient>(s);
+}
+
+// Waits until `agents` has news to read, as ddprun's supervision loop does (poll on its fd).
+bool next_news_ready(const MachineAgents& agents) {
+  pollfd p{agents.fd(), POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(kWait.count())) == 1;
+}
+
 TEST(MachineAgents, TwoMachinesRestartTogetherAndFinishTogether) {
   AgentSettings s = settings(2, /*max_restarts=*/1);
   MachineAgents a(s);
@@ -366,6 +381,30 @@ TEST(MachineAgents, TwoMachinesRestartTogetherAndFinishTogether) {
   auto b_done = std::async(std::launch::async, [&] { return b.after_success(); });
   EXPECT_EQ(a.after_success().kind, Kind::kFinish);
   EXPECT_EQ(b_done.get().kind, Kind::kFinish);
+}
+
+// A machine that goes silent (powered off, or cut from the network: no connection closes) is
+// dropped after 3 heartbeats; one that pings (MachineAgents) is kept.
+TEST(MachineAgents, AMachineSilentFor3HeartbeatsFails) {
+  AgentSettings s = settings(2);
+  s.heartbeat_s = 0.1;
+  MachineAgents a(s);
+  s.port = a.port();
+  auto silent = node_client(a, s, 1);  // a bare client: it never pings
+  auto on_a = std::async(std::launch::async, [&] { return a.begin_attempt(); });
+  EXPECT_EQ(silent->join().kind, Kind::kGo);
+  EXPECT_EQ(on_a.get().kind, Kind::kGo);
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(next_news_ready(a));
+  const AgentNews news = a.news();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(news.kind, Kind::kAbort);
+  EXPECT_EQ(news.text,
+            "node 1 failed in attempt 0 (its ddprun sent nothing for 0.3 s (3 x "
+            "--monitor-interval): its machine is down or cannot reach node 0) and no restarts are "
+            "left (--max-restarts 0)");
+  EXPECT_LT(waited, 2.0);
 }
 
 // ddprun blocks SIGINT, SIGTERM and SIGHUP; a machine waiting for the others still ends at once.

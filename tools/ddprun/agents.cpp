@@ -147,6 +147,7 @@ struct AgentServer::State {
   AgentSettings settings;
   std::vector<Peer> peers;
   std::vector<bool> connected, joined, done;
+  std::vector<Clock::time_point> last_heard;  // per node: its last line (a ping at least)
   int round = 0;
   Phase phase = Phase::kJoining;
   std::optional<Clock::time_point> join_deadline;
@@ -237,10 +238,12 @@ struct AgentServer::State {
     if (phase == Phase::kOver) return refuse("the job is over");
     p.node = *node;
     connected[*node] = true;
+    last_heard[*node] = Clock::now();
     send_line(p.fd, "welcome " + std::to_string(round));
   }
 
   void message(Peer& p, const std::string& line) {
+    last_heard[p.node] = Clock::now();
     const auto w = words(line, 2);
     const auto r = number(w[1]);
     if (!r || *r != round) return;  // news about an earlier round: that round is over already
@@ -268,7 +271,9 @@ struct AgentServer::State {
   }
 
   // A node's connection closed: its ddprun exited or was killed, so its ranks are gone too.
-  void left(Peer& p) {
+  void left(Peer& p, const std::string& why =
+                         "its ddprun left the rendezvous: it exited or was "
+                         "killed") {
     const int node = p.node;
     close_fd(p.fd);
     if (node < 0) return;
@@ -276,7 +281,7 @@ struct AgentServer::State {
     if (phase == Phase::kJoining) {
       joined[node] = false;  // if it does not come back, the join deadline names it
     } else if (phase == Phase::kRunning && !done[node]) {
-      node_failed(node, 1, "its ddprun left the rendezvous: it exited or was killed");
+      node_failed(node, 1, why);
     }
   }
 
@@ -297,7 +302,15 @@ struct AgentServer::State {
     }
     for (Peer& p : peers) {
       if (p.node < 0 && p.fd >= 0 && now >= p.hello_by) close_fd(p.fd);
+      if (p.node >= 0 && p.fd >= 0 && phase != Phase::kOver && now >= silent_after(p.node)) {
+        left(p, "its ddprun sent nothing for " + seconds_text(3 * settings.heartbeat_s) +
+                    " (3 x --monitor-interval): its machine is down or cannot reach node 0");
+      }
     }
+  }
+
+  Clock::time_point silent_after(int node) const {
+    return last_heard[node] + seconds(3 * settings.heartbeat_s);
   }
 
   std::optional<Clock::time_point> next_deadline() const {
@@ -305,6 +318,10 @@ struct AgentServer::State {
     if (exit_deadline && (!next || *exit_deadline < *next)) next = exit_deadline;
     for (const Peer& p : peers) {
       if (p.node < 0 && p.fd >= 0 && (!next || p.hello_by < *next)) next = p.hello_by;
+      if (p.node >= 0 && p.fd >= 0 && phase != Phase::kOver &&
+          (!next || silent_after(p.node) < *next)) {
+        next = silent_after(p.node);
+      }
     }
     return next;
   }
@@ -316,6 +333,7 @@ AgentServer::AgentServer(const AgentSettings& settings) : state_(std::make_uniqu
   state_->connected.assign(n, false);
   state_->joined.assign(n, false);
   state_->done.assign(n, false);
+  state_->last_heard.assign(n, Clock::now());
 
   const auto fail = [&](const std::string& what) {
     const int err = errno;
@@ -487,7 +505,13 @@ AgentClient::~AgentClient() {
 }
 
 void AgentClient::send(const std::string& line) {
+  const std::lock_guard<std::mutex> lock(send_mutex_);
   if (fd_ >= 0) send_line(fd_, line);  // a failed send shows as kLost on the next read
+}
+
+void AgentClient::close_connection() {
+  const std::lock_guard<std::mutex> lock(send_mutex_);
+  close_fd(fd_);
 }
 
 void AgentClient::join_round() {
@@ -537,7 +561,7 @@ std::optional<std::string> AgentClient::read_line(std::optional<Clock::time_poin
     const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || buffer_.size() > kMaxLine) {
-      close_fd(fd_);
+      close_connection();
       return std::string();
     }
     buffer_.append(chunk, static_cast<std::size_t>(n));
@@ -568,7 +592,7 @@ std::optional<AgentNews> AgentClient::next(std::optional<std::chrono::millisecon
   } else if (w[0] == "finish") {
     news.kind = AgentNews::Kind::kFinish;
   } else {
-    close_fd(fd_);
+    close_connection();
     news.kind = AgentNews::Kind::kLost;
     news.code = 1;
     news.text = "lost the agents' rendezvous: node 0's ddprun at " + settings_.address + ":" +
@@ -587,9 +611,22 @@ MachineAgents::MachineAgents(const AgentSettings& settings) : settings_(settings
   sigemptyset(&stops);
   for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, signal);
   signal_fd_ = ::signalfd(-1, &stops, SFD_CLOEXEC);  // -1: the waits then see no signals
+  pinger_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(pinger_mutex_);
+    while (!pinger_wake_.wait_for(lock, seconds(settings_.heartbeat_s),
+                                  [this] { return pinger_stop_; })) {
+      client_->ping();
+    }
+  });
 }
 
 MachineAgents::~MachineAgents() {
+  {
+    const std::lock_guard<std::mutex> lock(pinger_mutex_);
+    pinger_stop_ = true;
+  }
+  pinger_wake_.notify_one();
+  pinger_.join();
   client_.reset();  // node 0's own connection first, then its server
   server_.reset();
   close_fd(signal_fd_);

@@ -25,7 +25,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -44,6 +46,9 @@ struct AgentSettings {
   double join_timeout_s = 60;           // --join-timeout: every node joins a round within this
   double exit_barrier_timeout_s = 300;  // --exit-barrier-timeout: torchrun's default, 300 s
   double connect_timeout_s = 60;        // a client keeps trying to reach node 0 this long
+  // --monitor-interval: every machine's ddprun says "ping" this often; node 0 counts a machine
+  // silent for 3 of them as failed (c10d's keep-alive: 5 s, 3 attempts, in torch 1.13).
+  double heartbeat_s = 5;
 };
 
 // The rendezvous could not be set up or was lost: what() says which, and names the node.
@@ -127,14 +132,19 @@ class AgentClient {
   // time ran out. A kRestart moves round() on.
   std::optional<AgentNews> next(std::optional<std::chrono::milliseconds> timeout);
 
+  // "I am alive": safe to call from another thread than the one reading.
+  void ping() { send("ping"); }
+
  private:
   void send(const std::string& line);
+  void close_connection();
   std::optional<std::string> read_line(std::optional<std::chrono::steady_clock::time_point> until);
 
   AgentSettings settings_;
   int fd_ = -1;
   int round_ = 0;
   std::string buffer_;
+  std::mutex send_mutex_;  // ping() comes from another thread; the fd closes under it too
 };
 
 // One machine's part in the agents' rendezvous, as ddprun's restart loop uses it: node 0 hosts
@@ -171,6 +181,11 @@ class MachineAgents {
   std::unique_ptr<AgentServer> server_;  // node 0 only
   std::unique_ptr<AgentClient> client_;
   int signal_fd_ = -1;
+  // The heartbeat: a thread that pings every settings_.heartbeat_s until the destructor.
+  std::mutex pinger_mutex_;
+  std::condition_variable pinger_wake_;
+  bool pinger_stop_ = false;
+  std::thread pinger_;
 };
 
 }  // namespace ddprun

@@ -87,6 +87,7 @@ ddprun::AgentSettings agent_settings(const ddprun::Options& o) {
   s.join_timeout_s = o.join_timeout_s;
   s.exit_barrier_timeout_s = o.exit_barrier_timeout_s;
   s.connect_timeout_s = o.join_timeout_s;  // node 0 may start later than this machine
+  s.heartbeat_s = o.monitor_interval_s;
   return s;
 }
 
