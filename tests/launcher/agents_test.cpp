@@ -171,6 +171,18 @@ TEST(Agents, WithNoRestartsLeftEveryNodeStopsWithTheFailedRanksCode) {
   }
 }
 
+TEST(Agents, AStoppedNodeEndsTheJobOnEveryNodeWithoutARestart) {
+  const AgentSettings s = settings(2, /*max_restarts=*/3);
+  AgentServer server(s);
+  auto nodes = all_nodes(server, s);
+  join_all(nodes);
+  nodes[1]->report_stopped(130, "was stopped by SIGINT");
+  const AgentNews news = next_news(*nodes[0]);
+  EXPECT_EQ(news.kind, Kind::kAbort);
+  EXPECT_EQ(news.code, 130);
+  EXPECT_EQ(news.text, "node 1 was stopped by SIGINT");
+}
+
 TEST(Agents, ANodeThatNeverJoinsIsNamedAfterTheJoinTimeout) {
   const AgentSettings s = settings(3);
   AgentServer server(s);

@@ -244,6 +244,11 @@ struct AgentServer::State {
 
   void message(Peer& p, const std::string& line) {
     last_heard[p.node] = Clock::now();
+    if (line.starts_with("stop ") && phase != Phase::kOver) {
+      // Someone stopped that machine's ddprun (Ctrl-C): the job is over everywhere.
+      const auto f = words(line.substr(5), 1);
+      return abort(number(f[0]).value_or(1), "node " + std::to_string(p.node) + " " + f[1]);
+    }
     const auto w = words(line, 2);
     const auto r = number(w[1]);
     if (!r || *r != round) return;  // news about an earlier round: that round is over already
@@ -540,6 +545,10 @@ void AgentClient::report_failed(int code, const std::string& why) {
   send("failed " + std::to_string(round_) + " " + std::to_string(code) + " " + why);
 }
 
+void AgentClient::report_stopped(int code, const std::string& why) {
+  send("stop " + std::to_string(code) + " " + why);
+}
+
 void AgentClient::report_done() {
   send("done " + std::to_string(round_));
 }
@@ -648,6 +657,10 @@ AgentNews MachineAgents::after_failure(int code, const std::string& why) {
   return wait(std::chrono::milliseconds(10'000), "node 0's answer to this machine's failure");
 }
 
+void MachineAgents::stopped(int signal) {
+  client_->report_stopped(128 + signal, "was stopped by " + signal_name(signal));
+}
+
 AgentNews MachineAgents::after_success() {
   client_->report_done();
   return wait(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -665,6 +678,7 @@ AgentNews MachineAgents::wait(std::chrono::milliseconds limit, const std::string
       signalfd_siginfo info{};
       if (::read(signal_fd_, &info, sizeof info) == sizeof info) {
         const int signal = static_cast<int>(info.ssi_signo);
+        stopped(signal);
         return {AgentNews::Kind::kAbort, attempt(), settings_.node_rank, 128 + signal,
                 "stopped by " + signal_name(signal) + " while waiting for " + waiting_for};
       }

@@ -17,6 +17,7 @@
 //   failed ROUND CODE WHY                restart ROUND+1 NODE WHY   to every node: stop, join again
 //                                        abort CODE WHY       no restarts left, or a node missing
 //   done ROUND                           finish               every node's ranks exited 0
+//   stop CODE WHY                        abort CODE WHY       a ddprun was stopped (Ctrl-C)
 //                                        abort CODE WHY       a node failed after another finished
 //
 // It is separate from the ranks' own store (which rank 0 hosts at MASTER_PORT): the ranks come
@@ -124,6 +125,10 @@ class AgentClient {
   // read with next().
   void report_failed(int code, const std::string& why);
 
+  // "This machine's ddprun was stopped (`why`: 'was stopped by SIGINT')": the server ends the
+  // job on every node with kAbort and `code`.
+  void report_stopped(int code, const std::string& why);
+
   // "My ranks exited 0 in this round" (the exit barrier): kFinish when every node has, read
   // with next(); a kAbort if another node failed meanwhile.
   void report_done();
@@ -172,6 +177,8 @@ class MachineAgents {
   AgentNews news();  // once fd() is readable
   AgentNews after_failure(int code, const std::string& why);
   AgentNews after_success();
+  // A signal stopped this machine's ddprun: every machine stops (the others exit 128+signal).
+  void stopped(int signal);
 
  private:
   // The next news that is not an earlier round's "go", waiting at most `limit`, or a signal.

@@ -238,7 +238,9 @@ int main(int argc, char** argv) {
   int exit_code = supervisor.run(masks.watched);
   // The end of the job, on several machines: a success waits for every machine (the exit
   // barrier); a failure of this machine's ranks with no restarts left is told to the others.
-  if (agents && !agents_over && !supervisor.interrupted()) {
+  if (agents && !agents_over && supervisor.interrupted()) {
+    agents->stopped(exit_code - 128);  // the job is over on every machine, not restarted there
+  } else if (agents && !agents_over) {
     if (exit_code == 0) {
       const ddprun::AgentNews news = agents->after_success();
       if (news.kind != ddprun::AgentNews::Kind::kFinish) {
