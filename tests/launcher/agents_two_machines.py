@@ -17,6 +17,7 @@ Needs root and `ip` (as two_machines.py): without them it exits 77. Every job ha
 30 s. Exit 0 when every check holds, 1 otherwise.
 """
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -128,7 +129,7 @@ def main():
         print(__doc__)
         sys.exit(0 if len(sys.argv) == 2 else 2)
     bin_dir = sys.argv[1]
-    if os.geteuid() != 0 or subprocess.run(["which", "ip"], capture_output=True).returncode:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
         say("skipped: two machines as network namespaces need root and the ip command "
             "(Debian: iproute2)")
         sys.exit(77)
