@@ -14,17 +14,22 @@
 // The ranks share ddprun's stdout and stderr and prefix their own lines, unless --redirects or
 // --tee sends them to a log file per rank (logs.h), as torchrun's flags of the same names do.
 //
-// What it leaves out: elastic membership (--nnodes MIN:MAX) and restarts (--max-restarts);
-// rendezvous backends (the ranks meet at MASTER_ADDR:MASTER_PORT, where rank 0 listens);
-// and starting the other machines: each machine runs its own ddprun with its --node-rank.
+// When a rank fails, --max-restarts N stops every rank and starts them all again, up to N
+// times, as torchrun does; each rank is told which attempt it is (TORCHELASTIC_RESTART_COUNT).
+//
+// What it leaves out: elastic membership (--nnodes MIN:MAX); rendezvous backends (the ranks meet at
+// MASTER_ADDR:MASTER_PORT, where rank 0 listens); and starting the other machines: each machine
+// runs its own ddprun with its --node-rank.
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include "agents.h"
 #include "flight.h"
 #include "launch.h"
 #include "logs.h"
@@ -69,6 +74,29 @@ void announce(const ddprun::Options& o, const ddprun::RankLogs& logs) {
   } else {
     ddprun::say("logs in " + logs.attempt_dir() + "/LOCAL_RANK/: " + files);
   }
+}
+
+// Where node 0's ddprun hosts the agents' rendezvous, and how long the machines wait.
+ddprun::AgentSettings agent_settings(const ddprun::Options& o) {
+  ddprun::AgentSettings s;
+  s.address = o.master_addr;
+  s.port = o.agent_port != 0 ? o.agent_port : o.master_port + 1;
+  const char* token = std::getenv("DIST_STORE_TOKEN");
+  s.token = token != nullptr ? token : "";
+  s.node_rank = o.node_rank;
+  s.nnodes = o.nnodes;
+  s.max_restarts = o.max_restarts;
+  s.join_timeout_s = o.join_timeout_s;
+  s.exit_barrier_timeout_s = o.exit_barrier_timeout_s;
+  s.connect_timeout_s = o.join_timeout_s;  // node 0 may start later than this machine
+  s.heartbeat_s = o.monitor_interval_s;
+  return s;
+}
+
+// "first failure: rank 3 exited with code 1" → "rank 3 exited with code 1", for the others.
+std::string failure_for_others(const std::string& why) {
+  const std::string prefix = "first failure: ";
+  return why.starts_with(prefix) ? why.substr(prefix.size()) : why;
 }
 
 }  // namespace
@@ -129,23 +157,105 @@ int main(int argc, char** argv) {
 
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
+  ddprun::adopt_orphans();
 
-  // ---- Step 4: start one process per local rank, each told who it is and where to meet
+  // ---- Step 4: start one process per local rank, each told who it is and where to meet; again
+  // for every restart (--max-restarts), in a log folder of its own (attempt_K)
   announce(options, *logs);
-  ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs);
-  logs->start_tee();
 
-  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest
-  ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
-  supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
-  if (!launch.error.empty()) {
-    ddprun::say("error: " + launch.error);
-    if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
-    supervisor.stop_all(
-        SIGTERM, launch.exit_code,
-        "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
+  // On several machines with restarts, every machine's ddprun joins the agents' rendezvous
+  // (agents.h), which node 0's hosts: they start each attempt together, and a failure on any
+  // machine ends the attempt on all of them.
+  std::unique_ptr<ddprun::MachineAgents> agents;
+  if (options.nnodes > 1 && options.max_restarts > 0) {
+    try {
+      agents = std::make_unique<ddprun::MachineAgents>(agent_settings(options));
+    } catch (const ddprun::AgentError& e) {
+      ddprun::say("error: " + std::string(e.what()));
+      ddprun::say(
+          "hint: start node 0's ddprun too, and give every node the same --master-addr, "
+          "--agent-port, --nnodes and --max-restarts and the same DIST_STORE_TOKEN");
+      return ddprun::kExitCannotStart;
+    }
   }
-  const int exit_code = supervisor.run(masks.watched);
+  bool agents_over = false;  // the rendezvous ended the job (abort), or was lost
+  ddprun::Supervisor* supervising = nullptr;
+  // Before each attempt: after a failure of this machine's ranks, tell node 0 and learn its
+  // decision; then wait until every machine has joined the attempt.
+  const auto join_attempt = [&](int attempt) -> std::optional<ddprun::Launch> {
+    ddprun::AgentNews news;
+    if (attempt > agents->attempt()) {
+      news = agents->after_failure(supervising->ended_exit_code(),
+                                   failure_for_others(supervising->ended_why()));
+      if (news.kind != ddprun::AgentNews::Kind::kRestart) {
+        agents_over = true;
+        return ddprun::Launch{{}, news.text, "", news.code};
+      }
+    }
+    news = agents->begin_attempt();
+    if (news.kind == ddprun::AgentNews::Kind::kGo) return std::nullopt;
+    agents_over = true;
+    return ddprun::Launch{{}, news.text, "", news.code};
+  };
+
+  const auto start_attempt = [&](int attempt) {
+    if (agents) {
+      if (std::optional<ddprun::Launch> refused = join_attempt(attempt)) return *refused;
+    }
+    if (attempt > 0) {
+      try {
+        logs->begin_attempt(attempt);
+      } catch (const ddprun::UsageError& e) {
+        return ddprun::Launch{{}, e.what(), e.hint(), ddprun::kExitCannotStart};
+      }
+      if (!logs->description().empty()) {
+        ddprun::say("logs of attempt " + std::to_string(attempt) + " in " + logs->attempt_dir() +
+                    "/LOCAL_RANK/");
+      }
+    }
+    ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs, attempt);
+    logs->start_tee();
+    return launch;
+  };
+
+  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest, and
+  // starts them all again while restarts are left
+  ddprun::Supervisor supervisor(start_attempt, options.grace_period_s, options.max_restarts);
+  supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
+  supervising = &supervisor;
+  if (agents) {
+    // News while the ranks run: another machine failed (restart), or the job is over.
+    const int fd = agents->fd();
+    supervisor.watch_fd(fd, [&agents, &agents_over, &supervisor, fd] {
+      const ddprun::AgentNews news = agents->news();
+      using Kind = ddprun::AgentNews::Kind;
+      if (news.kind == Kind::kRestart) {
+        supervisor.end_attempt("node " + std::to_string(news.node) + " failed (" + news.text + ")",
+                               1);
+      } else if (news.kind == Kind::kAbort || news.kind == Kind::kLost) {
+        agents_over = true;
+        supervisor.unwatch_fd(fd);
+        ddprun::say("error: " + news.text);
+        supervisor.stop_all(SIGTERM, news.code, news.text);
+      }
+    });
+  }
+  int exit_code = supervisor.run(masks.watched);
+  // The end of the job, on several machines: a success waits for every machine (the exit
+  // barrier); a failure of this machine's ranks with no restarts left is told to the others.
+  if (agents && !agents_over && supervisor.interrupted()) {
+    agents->stopped(exit_code - 128);  // the job is over on every machine, not restarted there
+  } else if (agents && !agents_over) {
+    if (exit_code == 0) {
+      const ddprun::AgentNews news = agents->after_success();
+      if (news.kind != ddprun::AgentNews::Kind::kFinish) {
+        ddprun::say("error: " + news.text);
+        exit_code = news.code;
+      }
+    } else {
+      agents->after_failure(exit_code, failure_for_others(supervisor.ended_why()));
+    }
+  }
   logs->finish();
   if (exit_code != 0 && logs->enabled()) {
     ddprun::say("each rank's own output: " + logs->attempt_dir() + "/LOCAL_RANK/");

@@ -44,13 +44,26 @@ struct Options {
   enum class LocalRankArg { kNone, kDash, kUnderscore };
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
   double grace_period_s = 3.0;
+  // --max-restarts: when a rank fails, stop every rank of this machine and start them all again,
+  // up to this many times (torchrun's flag and default).
+  int max_restarts = 0;
+  // --monitor-interval: torchrun's agent sleeps this long between looks at its workers. ddprun
+  // does not look: the kernel wakes it when a rank exits (SIGCHLD). It is the interval at which
+  // the machines of a job check on each other, for restarts on several machines.
+  double monitor_interval_s = 5.0;
   // --log-dir, --redirects, --tee (logs.h). An empty log_dir with redirects or tee: a fresh
   // folder under $TMPDIR, as torchrun makes one.
   std::string log_dir;
   StdSetting redirects;
   StdSetting tee;
-  std::vector<std::string> program;  // PROGRAM, then its own arguments
-  std::string store_token;           // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
+  // The agents' rendezvous (agents.h), on several machines with restarts: node 0's ddprun
+  // hosts it at --agent-port (0: MASTER_PORT + 1); --join-timeout bounds the wait for every
+  // node at each attempt, --exit-barrier-timeout the wait for every node to finish.
+  int agent_port = 0;
+  double join_timeout_s = 60;
+  double exit_barrier_timeout_s = 300;  // torchrun's exit_barrier_timeout
+  std::vector<std::string> program;     // PROGRAM, then its own arguments
+  std::string store_token;  // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
 };
 
 // A command line ddprun refuses. what() names the flag and the value; hint() says what to do.
