@@ -42,7 +42,6 @@ namespace {
 
 using Indices = std::vector<std::int64_t>;
 
-// --8<-- [start:snapshot]
 // Every rank calls this (the generators are gathered: a collective); rank 0 writes the file.
 // The model and the optimizer are the same on every rank (DDP keeps them so); the generators are
 // not, so rank 0 needs each rank's. Written atomically: a crash while writing leaves the last
@@ -59,9 +58,7 @@ void take_snapshot(const ch11::Flags& f, std::int64_t steps_done, dist::Linear& 
   for (const dist::Parameter* p : model.parameters()) s.parameters.push_back(p->data);
   ch11::write_snapshot(f.snapshot, f, dist::get_world_size(), s);
 }
-// --8<-- [end:snapshot]
 
-// --8<-- [start:resume]
 // Every rank reads the same file and takes back what the loop had changed. Returns the steps
 // already done: the loop goes on from there.
 std::int64_t resume(const ch11::Flags& f, dist::Linear& model, dist::SGD& optimizer,
@@ -75,7 +72,6 @@ std::int64_t resume(const ch11::Flags& f, dist::Linear& model, dist::SGD& optimi
   jitter.set_state(s.generators[dist::get_rank()]);  // this rank's own stream, where it was
   return s.steps_done;
 }
-// --8<-- [end:resume]
 
 // A crash, as a real one happens: no goodbye to the other ranks, no destructors, no flush.
 [[noreturn]] void crash(std::int64_t step, int attempt) {
