@@ -1,0 +1,79 @@
+"""Chapter 11's exercises, graded by what the ranks print (./tutorial check 11-ex1).
+
+A fault-tolerance exercise is right when a job that crashes and is restarted ends with the bits
+of the job that never crashed. So each world size runs the program twice: once uninterrupted
+(the reference), once with --crash-at-step under `ddprun --max-restarts 1` (the last rank dies
+on the first attempt; ddprun starts every rank again), and the judge compares every rank's final
+value, bit for bit (hex floats).
+"""
+import os
+import re
+import subprocess
+import tempfile
+
+from grading import Exercise, Fail, Mutation, run_command, run_ddprun
+
+FINAL = r"final: x = (\S+) after (\d+) steps$"
+
+
+def has_restarts(bin_dir):
+    help_text = subprocess.run([os.path.join(bin_dir, "ddprun"), "--help"], capture_output=True,
+                               text=True, timeout=30, check=False).stdout
+    return "--max-restarts" in help_text
+
+
+def crash_and_compare(crash_at_step):
+    """A runner: the uninterrupted job, then the crashed and restarted one; returns the second's
+    Run with the first's as .reference."""
+    def runner(bin_dir, program, world, exercise):
+        with tempfile.TemporaryDirectory() as tmp:
+            reference = run_ddprun(bin_dir, program, world, ["--snapshot", f"{tmp}/a"],
+                                   exercise.deadline_s)
+            if reference.returncode != 0:
+                raise Fail(f"the job without a crash exited with code {reference.returncode}. "
+                           f"Last lines:\n{reference.tail()}")
+            args = ["--snapshot", f"{tmp}/b", "--crash-at-step", str(crash_at_step)]
+            if has_restarts(bin_dir):
+                crashed = run_command([os.path.join(bin_dir, "ddprun"), "--standalone",
+                                       "--nproc-per-node", str(world), "--max-restarts", "1",
+                                       program, *args], world, exercise.deadline_s)
+            else:  # a ddprun without restarts: the same job again, as a restart would start it
+                first = run_ddprun(bin_dir, program, world, args, exercise.deadline_s)
+                crashed = run_ddprun(bin_dir, program, world, args[:2], exercise.deadline_s)
+                crashed.stdout = first.stdout + crashed.stdout.replace("attempt 0:", "attempt 1:")
+        crashed.reference = reference
+        return crashed
+    return runner
+
+
+def judge_complete_snapshot(run):
+    if not re.search(r"crashing on purpose before step 12$", run.stdout, re.M):
+        raise Fail(f"rank {run.world - 1} never crashed at step 12",
+                   "keep the starter's crash: the last rank dies before --crash-at-step")
+    resumed = run.value(0, r"attempt 1: starting at step (\d+)$", int,
+                        "attempt 1: starting at step N")
+    if resumed != 10:
+        raise Fail(f"the restarted job started at step {resumed}; the snapshot of step 10 was "
+                   "there to resume from", "keep the starter's snapshot every 5 steps")
+    for rank in range(run.world):
+        mine = run.value(rank, FINAL, str, "final: x = ... after N steps")
+        ref = run.reference.value(rank, FINAL, str, "final: x = ... after N steps")
+        if mine != ref:
+            raise Fail(f"rank {rank} ends with x = {mine} after the crash and the restart; the "
+                       f"uninterrupted job ends with x = {ref}",
+                       "the snapshot must hold everything the loop changes: the momentum "
+                       "buffer, and every rank's own generator state (gathered to rank 0, "
+                       "each rank restoring its own)")
+
+
+EXERCISES = {
+    "ex1": Exercise(
+        title="a snapshot that holds everything the loop changes",
+        judge=judge_complete_snapshot,
+        worlds=(1, 2, 3),  # from 2 ranks on, each rank's own generator matters
+        runner=crash_and_compare(12),
+        hint="save and restore the momentum buffer and every rank's own generator state",
+        mutation=Mutation(find="noise.set_state(r.generators[static_cast<std::size_t>(rank)]);",
+                          replace="noise.set_state(r.generators[0]);",
+                          expect="the uninterrupted job ends with")),
+}
