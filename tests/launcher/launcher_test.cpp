@@ -599,6 +599,133 @@ TEST(Ddprun, ASecondSignalSkipsTheGracePeriod) {
   expect_every_probe_gone(r.out);
 }
 
+// ---- No process of the job is left behind, grandchildren included
+
+// The processes whose environment holds `entry` ("NAME=value"), found in /proc: ddprun passes its
+// environment on to the ranks, and they to their children, so a marker given to ddprun finds
+// every process of that one job, even one that moved to a session of its own.
+std::vector<pid_t> processes_with(const std::string& entry) {
+  std::vector<pid_t> found;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = proc.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environ_file(proc.path() / "environ", std::ios::binary);
+    for (std::string var; std::getline(environ_file, var, '\0');) {
+      if (var == entry) found.push_back(std::stoi(name));
+    }
+  }
+  return found;
+}
+
+// A marker of its own for every job of a test.
+std::string new_job_marker() {
+  static int jobs = 0;
+  return "DDPRUN_TEST_JOB=" + std::to_string(::getpid()) + "_" + std::to_string(++jobs);
+}
+
+// Once ddprun has exited, nothing of its job may still run; what does is reported, and killed so
+// that the test leaves nothing behind either.
+void expect_nothing_of_the_job_left(const std::string& marker) {
+  const std::vector<pid_t> left = processes_with(marker);
+  for (const pid_t pid : left) {
+    ADD_FAILURE() << "process " << pid << " of the job is still running after ddprun exited";
+    ::kill(pid, SIGKILL);
+  }
+}
+
+// Each rank (sh) starts a child that outlives it unless stopped, prints "started", then does
+// `then`. The child's output goes to /dev/null, so that it cannot hold the test's pipes open:
+// a child left behind is found by its marker, not by a test that waits for end-of-file.
+std::vector<std::string> ranks_with_a_child(int nproc, const std::string& before,
+                                            const std::string& then,
+                                            const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {"--nproc-per-node", std::to_string(nproc)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(),
+              {"sh", "-c", before + "sleep 60 >/dev/null 2>&1 & echo started; " + then});
+  return args;
+}
+
+// The issue that made ranks leaders of their own process groups: a rank's own children were not
+// stopped, and ddprun exited while they ran on (holding its stdout).
+TEST(DdprunHygiene, StopsEveryRanksChildrenWhenOneRankFailsAt1_2And4Ranks) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    const Result r = run_ddprun(
+        ranks_with_a_child(nproc, "",
+                           "if [ \"$RANK\" = $((WORLD_SIZE - 1)) ]; then sleep 0.3; exit 3; fi; "
+                           "sleep 60"),
+        {marker});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_EQ(count_of(r.out, "started\n"), nproc) << r.out;
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+TEST(DdprunHygiene, StopsEveryRanksChildrenWhenDdprunGetsSigtermOrSigint) {
+  for (const int signal : {SIGTERM, SIGINT}) {
+    for (const int nproc : {1, 2, 4}) {
+      SCOPED_TRACE(std::to_string(nproc) + " ranks, signal " + std::to_string(signal));
+      const std::string marker = new_job_marker();
+      Ddprun ddprun(ranks_with_a_child(nproc, "", "sleep 60"), {marker});
+      ASSERT_TRUE(ddprun.wait_for_ranks(nproc));
+      ddprun.send(signal);
+      const Result r = ddprun.finish();
+      EXPECT_EQ(r.exit_code, 128 + signal) << r.err;
+      EXPECT_LT(r.seconds, kStopLimitS);
+      expect_nothing_of_the_job_left(marker);
+    }
+  }
+}
+
+TEST(DdprunHygiene, SigkillsRanksAndChildrenThatIgnoreSigtermAtTheDeadline) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    // `trap "" TERM` ignores SIGTERM in the shell, and in the child it starts (an ignored
+    // signal stays ignored across fork and exec).
+    Ddprun ddprun(
+        ranks_with_a_child(nproc, "trap \"\" TERM; ", "sleep 60", {"--grace-period", "1"}),
+        {marker});
+    ASSERT_TRUE(ddprun.wait_for_ranks(nproc));
+    ddprun.send(SIGTERM);
+    const Result r = ddprun.finish();
+    EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+    EXPECT_GE(r.seconds, 0.95);  // the grace period was given
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_TRUE(contains(r.err, "still running after the 1 s grace period; sending SIGKILL"))
+        << r.err;
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+// A rank that succeeds may still leave a child running: it is stopped like the rest (SIGTERM,
+// then SIGKILL after the grace period), ddprun says so, and the exit code stays the ranks' own.
+TEST(DdprunHygiene, StopsWhatRanksLeaveRunningWhenTheyExit0) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    const Result r = run_ddprun(
+        ranks_with_a_child(nproc, "trap \"\" TERM; ", "exit 0", {"--grace-period", "0.5"}),
+        {marker});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_TRUE(contains(r.err, "every rank has exited, but they left ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "grace period; sending SIGKILL")) << r.err;
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+// A job whose ranks leave nothing behind ends when its last rank does: no grace period is spent.
+TEST(DdprunHygiene, EndsAtOnceWhenTheRanksLeaveNothingBehind) {
+  const Result r = run_ddprun({"--nproc-per-node", "4", "--grace-period", "5", PROBE_PATH});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, 2.0);
+  EXPECT_FALSE(contains(r.err, "left")) << r.err;
+}
+
 // ---- Mistakes on the command line
 
 TEST(Ddprun, RejectsBadFlagValuesWithExitCode2NamingTheFlagAndValue) {
@@ -644,7 +771,14 @@ TEST(Ddprun, RejectsBadFlagValuesWithExitCode2NamingTheFlagAndValue) {
        {"--tee", "local rank 2", "--nproc-per-node is 2", "0 to 1"}},
       {{"--log-dir=", PROBE_PATH}, {"--log-dir", "''"}},
       {{"--bogus", PROBE_PATH}, {"unknown flag '--bogus'"}},
-      {{"--max_restarts=3", PROBE_PATH}, {"unknown flag '--max_restarts'"}},
+      {{"--max-restarts", "-1", PROBE_PATH}, {"--max-restarts", "'-1'", "0 to 1000"}},
+      {{"--max_restarts=three", PROBE_PATH}, {"--max_restarts", "'three'"}},
+      {{"--max-restarts", "1001", PROBE_PATH}, {"--max-restarts", "'1001'"}},
+      {{"--max-restarts"}, {"--max-restarts needs a value"}},
+      {{"--monitor-interval", "0", PROBE_PATH}, {"--monitor-interval", "'0'"}},
+      {{"--monitor_interval=nan", PROBE_PATH}, {"--monitor_interval", "'nan'"}},
+      {{"--monitor-interval", "3601", PROBE_PATH}, {"--monitor-interval", "'3601'", "3600"}},
+      {{"--rdzv-backend", "c10d", PROBE_PATH}, {"unknown flag '--rdzv-backend'"}},
       {{"--nproc-per-node"}, {"--nproc-per-node needs a value"}},
       {{}, {"missing PROGRAM"}},
       {{"--nproc-per-node", "2"}, {"missing PROGRAM"}},
@@ -910,6 +1044,124 @@ TEST(DdprunLogs, RefusesALogFolderItCannotCreateWithExitCode2) {
   }
 }
 
+// ---- Restarts: --max-restarts
+
+// A rank script that says which attempt it is, and fails on request: rank `rank` exits 3 while
+// TORCHELASTIC_RESTART_COUNT is below `fail_until` (every attempt when it is large).
+std::vector<std::string> attempt_script(int nproc, int max_restarts, int rank, int fail_until,
+                                        const std::string& then = "sleep 60") {
+  return {"--nproc-per-node",
+          std::to_string(nproc),
+          "--max-restarts",
+          std::to_string(max_restarts),
+          "sh",
+          "-c",
+          "echo \"rank $RANK attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS\"; "
+          "if [ \"$RANK\" = " +
+              std::to_string(rank) + " ] && [ \"$TORCHELASTIC_RESTART_COUNT\" -lt " +
+              std::to_string(fail_until) + " ]; then sleep 0.2; exit 3; fi; " + then};
+}
+
+// A torchrun line pastes: --monitor_interval is accepted (ddprun wakes when a rank exits and
+// needs no polling interval), and a job that succeeds at once runs its single attempt.
+TEST(DdprunRestarts, TellsEachRankTheMaxRestartsAndAcceptsTorchrunsSpellings) {
+  const Result r =
+      run_ddprun({"--nproc_per_node=2", "--max_restarts=3", "--monitor_interval=0.5", PROBE_PATH});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Probe> probes = probes_in(r.out);
+  ASSERT_EQ(probes.size(), 2u) << r.out;
+  for (const Probe& p : probes) {
+    EXPECT_EQ(p["TORCHELASTIC_RESTART_COUNT"], "0");
+    EXPECT_EQ(p["TORCHELASTIC_MAX_RESTARTS"], "3");
+  }
+  EXPECT_FALSE(contains(r.err, "summary")) << r.err;
+}
+
+TEST(DdprunRestarts, RestartsEveryRankAfterAFailureAndTellsEachItsAttempt) {
+  const std::string marker = new_job_marker();
+  const Result r = run_ddprun(attempt_script(4, 3, 2, 1, "sleep 0.5"), {marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, kStopLimitS);
+  for (int rank = 0; rank < 4; ++rank) {  // every rank of the second attempt ran, and knew it
+    EXPECT_TRUE(contains(r.out, "rank " + std::to_string(rank) + " attempt 1 of 3\n")) << r.out;
+  }
+  EXPECT_FALSE(contains(r.out, "attempt 2")) << r.out;  // one restart was enough
+  for (const std::string line :
+       {"ddprun: rank 2 (local_rank 2, pid ", "exited with code 3; stopping the other 3 ranks\n",
+        "ddprun: attempt 0 has ended; restarting every rank (restart 1 of 3)\n",
+        "ddprun: ---- summary ----\n",
+        "ddprun: attempt 0: first failure: rank 2 exited with code 3; restart 1 of 3\n",
+        "ddprun: attempt 1: every rank exited 0; ddprun exits 0\n"}) {
+    EXPECT_TRUE(contains(r.err, line)) << r.err;
+  }
+  expect_nothing_of_the_job_left(marker);
+}
+
+TEST(DdprunRestarts, GivesUpAfterMaxRestartsWithTheLastAttemptsExitCode) {
+  for (const int nproc : {1, 3}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    const Result r = run_ddprun(attempt_script(nproc, 2, nproc - 1, 1000), {marker});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_LT(r.seconds, kStopLimitS);
+    EXPECT_EQ(count_of(r.err, "restarting every rank"), 2) << r.err;
+    for (const std::string& line : std::vector<std::string>{
+             "ddprun: attempt 0: first failure: rank " + std::to_string(nproc - 1) +
+                 " exited with code 3; restart 1 of 2\n",
+             "ddprun: attempt 1: first failure: rank " + std::to_string(nproc - 1) +
+                 " exited with code 3; restart 2 of 2\n",
+             "ddprun: attempt 2:\n",
+             "ddprun: first failure: rank " + std::to_string(nproc - 1) +
+                 " exited with code 3; no restart left (--max-restarts 2); ddprun exits 3\n"}) {
+      EXPECT_TRUE(contains(r.err, line)) << r.err;
+    }
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
+TEST(DdprunRestarts, DoesNotRestartWhenDdprunIsStoppedBySignal) {
+  const std::string marker = new_job_marker();
+  Ddprun ddprun(attempt_script(2, 3, 0, 0), {marker});
+  ASSERT_TRUE(ddprun.wait_for_ranks(2));
+  ddprun.send(SIGINT);
+  const Result r = ddprun.finish();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_FALSE(contains(r.err, "restarting")) << r.err;
+  EXPECT_TRUE(contains(r.err, "stopped by SIGINT; ddprun exits 130\n")) << r.err;
+  expect_nothing_of_the_job_left(marker);
+}
+
+TEST(DdprunRestarts, DoesNotRestartAProgramThatCannotRun) {
+  const Result r = run_ddprun({"--max-restarts", "3", "/nonexistent/ddprun-test-program"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "cannot run /nonexistent/ddprun-test-program"), 1) << r.err;
+  EXPECT_FALSE(contains(r.err, "restarting")) << r.err;
+}
+
+// torchrun's layout: attempt_0, attempt_1, ... side by side, each with every local rank's files.
+TEST(DdprunRestarts, WritesEachAttemptsLogsToItsOwnFolder) {
+  const TempFolder logs;
+  std::vector<std::string> args = {"--log-dir", logs.path(), "--redirects", "1"};
+  const std::vector<std::string> job = attempt_script(2, 1, 1, 1, "exit 0");
+  args.insert(args.end(), job.begin(), job.end());
+  const Result r = run_ddprun(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> runs = entries_of(logs.path());
+  ASSERT_EQ(runs.size(), 1u);
+  const std::string run = logs.path() + "/" + runs[0];
+  EXPECT_EQ(entries_of(run), (std::vector<std::string>{"attempt_0", "attempt_1"}));
+  for (const int attempt : {0, 1}) {
+    for (const int rank : {0, 1}) {
+      const std::string file =
+          run + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(rank) + "/stdout.log";
+      EXPECT_EQ(read_file(file),
+                "rank " + std::to_string(rank) + " attempt " + std::to_string(attempt) + " of 1\n")
+          << file;
+    }
+  }
+  EXPECT_TRUE(contains(r.err, "logs of attempt 1 in " + run + "/attempt_1/LOCAL_RANK/")) << r.err;
+}
+
 // ---- Help
 
 TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
@@ -925,6 +1177,8 @@ TEST(Ddprun, ExplainsEveryFlagAndEveryVariableInItsHelp) {
                                     "--local-rank-arg=underscore",
                                     "--local_rank=N",
                                     "--grace-period",
+                                    "--max-restarts",
+                                    "--monitor-interval",
                                     "--log-dir",
                                     "--redirects",
                                     "--tee",

@@ -34,8 +34,9 @@ constexpr int kExecFailedExit = 127;
 using Variables = std::vector<std::pair<std::string, std::string>>;
 
 // The variables torchrun 1.13 gives each worker (LocalElasticAgent._start_workers), plus
-// DIST_LAUNCHER so that a program can tell who started it.
-Variables rank_variables(const Options& o, int local_rank) {
+// DIST_LAUNCHER so that a program can tell who started it. `attempt` counts the restarts, as
+// torchrun's restart_count does (max_restarts - remaining_restarts).
+Variables rank_variables(const Options& o, int local_rank, int attempt) {
   const std::string rank = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
   const std::string world_size = std::to_string(o.nnodes * o.nproc_per_node);
   Variables vars = {
@@ -50,8 +51,8 @@ Variables rank_variables(const Options& o, int local_rank) {
       {"ROLE_NAME", "default"},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(o.master_port)},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
       {"TORCHELASTIC_RUN_ID", "none"},
       {"DIST_LAUNCHER", "ddprun"},
   };
@@ -148,6 +149,11 @@ Started start_rank(char** argv, char** envp, const sigset_t& child_mask,
   if (pid == 0) {
     ::close(pipe_fds[0]);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // the mask survives exec; hand back ours
+    // A session and process group of its own, as torchrun does in later releases
+    // (SubprocessHandler: Popen(start_new_session=True), then os.killpg to stop it; torch 1.13
+    // still signals the worker's pid only). ddprun signals the whole group, so the rank's own
+    // children stop with it; and the terminal's Ctrl-C reaches ddprun alone, which passes it on.
+    ::setsid();
     die_with_launcher(launcher);
     if (!put_in_place(streams.out, STDOUT_FILENO) || !put_in_place(streams.err, STDERR_FILENO)) {
       const int dup_errno = errno;
@@ -226,12 +232,12 @@ bool sets_omp_num_threads(const Options& options) {
   return options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
 }
 
-Launch start_ranks(const Options& o, const sigset_t& child_mask, RankLogs& logs) {
+Launch start_ranks(const Options& o, const sigset_t& child_mask, RankLogs& logs, int attempt) {
   Launch launch;
   for (int local_rank = 0; local_rank < o.nproc_per_node; ++local_rank) {
     const int rank = o.node_rank * o.nproc_per_node + local_rank;
     std::vector<std::string> args = rank_arguments(o, local_rank);
-    std::vector<std::string> env = environment_with(rank_variables(o, local_rank));
+    std::vector<std::string> env = environment_with(rank_variables(o, local_rank, attempt));
     std::vector<char*> argv = c_array(args);
     std::vector<char*> envp = c_array(env);
     ChildStreams streams;

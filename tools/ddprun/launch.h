@@ -23,7 +23,8 @@ struct RankProcess {
 };
 
 // What start_ranks managed. When `error` is set, the ranks in `started` are already running
-// and must be stopped; `exit_code` is what ddprun should exit with.
+// and must be stopped; `exit_code` is what ddprun should exit with, without a restart: ranks that
+// could not start (PROGRAM cannot be run, no processes left) would fail the same way again.
 struct Launch {
   std::vector<RankProcess> started;
   std::string error;
@@ -43,6 +44,7 @@ bool sets_omp_num_threads(const Options& options);
 // Starts the ranks of this node in order of local rank and stops at the first that cannot
 // start. Each child gets `child_mask` as its signal mask (ddprun's mask before it blocked the
 // signals it waits for), and its log files from `logs` as stdout and stderr where asked.
-Launch start_ranks(const Options& options, const sigset_t& child_mask, RankLogs& logs);
+// `attempt` is TORCHELASTIC_RESTART_COUNT: 0, then 1 after the first restart, and so on.
+Launch start_ranks(const Options& options, const sigset_t& child_mask, RankLogs& logs, int attempt);
 
 }  // namespace ddprun

@@ -97,14 +97,26 @@ RankLogs::RankLogs(const Options& o)
   } else {
     make_folders(base);
   }
-  const std::string run = make_new_folder(base, "none_");
-  const std::string attempt = run + "/attempt_0";
-  if (::mkdir(attempt.c_str(), 0777) != 0) throw cannot_make(attempt, errno);
+  run_dir_ = make_new_folder(base, "none_");
+  begin_attempt(0);
+}
+
+void RankLogs::begin_attempt(int attempt) {
+  if (run_dir_.empty()) return;
+  const std::string folder = run_dir_ + "/attempt_" + std::to_string(attempt);
+  if (::mkdir(folder.c_str(), 0777) != 0) throw cannot_make(folder, errno);
   for (int local_rank = 0; local_rank < nproc_; ++local_rank) {
-    const std::string folder = attempt + "/" + std::to_string(local_rank);
-    if (::mkdir(folder.c_str(), 0777) != 0) throw cannot_make(folder, errno);
+    const std::string rank_folder = folder + "/" + std::to_string(local_rank);
+    if (::mkdir(rank_folder.c_str(), 0777) != 0) throw cannot_make(rank_folder, errno);
   }
-  attempt_dir_ = attempt;
+  // The last attempt's files are copied to the end, then closed: the next attempt has its own.
+  std::lock_guard<std::mutex> lock(copy_mutex_);
+  for (Follow& follow : follows_) {
+    copy_new(follow, true);
+    ::close(follow.fd);
+  }
+  follows_.clear();
+  attempt_dir_ = folder;
 }
 
 RankLogs::~RankLogs() {
@@ -138,6 +150,7 @@ ChildStreams RankLogs::open_files(int local_rank) {
   const int to_file = redirects_.for_local_rank(local_rank) | tee_.for_local_rank(local_rank);
   const int teed = tee_.for_local_rank(local_rank);
   const std::string folder = attempt_dir_ + "/" + std::to_string(local_rank) + "/";
+  std::lock_guard<std::mutex> lock(copy_mutex_);  // the tee thread reads follows_
   try {
     for (const auto& [bit, name, fd, console] :
          {std::tuple{kStdOut, "stdout.log", &streams.out, STDOUT_FILENO},

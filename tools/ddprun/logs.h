@@ -9,11 +9,12 @@
 //                                             /stderr.log
 //
 // "none" is the run id (TORCHELASTIC_RUN_ID) and XXXXXX makes the folder new for every run, so
-// one LOG_DIR serves many runs; attempt_0 is the restart count, always 0 since ddprun does not
-// restart. A redirected stream goes to its file only; a teed one goes to its file and is also
-// copied, line by line, to ddprun's own stdout or stderr (as torchrun does it: the rank writes the
-// file, and ddprun follows the file). The rank writes the file itself, so the file holds every
-// byte the rank wrote, even when the rank crashes, and even when ddprun is killed.
+// one LOG_DIR serves many runs; attempt_K is the restart count (TORCHELASTIC_RESTART_COUNT): a
+// job restarted by --max-restarts writes attempt_0, attempt_1, ... side by side. A redirected
+// stream goes to its file only; a teed one goes to its file and is also copied, line by line, to
+// ddprun's own stdout or stderr (as torchrun does it: the rank writes the file, and ddprun follows
+// the file). The rank writes the file itself, so the file holds every byte the rank wrote, even
+// when the rank crashes, and even when ddprun is killed.
 #pragma once
 
 #include <condition_variable>
@@ -45,6 +46,11 @@ class RankLogs {
   RankLogs& operator=(const RankLogs&) = delete;
 
   bool enabled() const { return !attempt_dir_.empty(); }
+
+  // Makes attempt_K/<local_rank>/ for every local rank, for the ranks of attempt K (the
+  // constructor makes attempt_0); the files of the attempt before are copied to the end (--tee)
+  // and closed. Throws UsageError naming the folder that cannot be made.
+  void begin_attempt(int attempt);
   const std::string& attempt_dir() const { return attempt_dir_; }
 
   // What goes where, for ddprun's start-up notice: "stdout.log and stderr.log of every rank
@@ -82,6 +88,7 @@ class RankLogs {
   int nproc_ = 0;
   StdSetting redirects_;
   StdSetting tee_;
+  std::string run_dir_;  // LOG_DIR/none_XXXXXX
   std::string attempt_dir_;
   std::vector<Follow> follows_;
   std::mutex copy_mutex_;  // one copier at a time: the tee thread, or catch_up

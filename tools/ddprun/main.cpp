@@ -14,9 +14,12 @@
 // The ranks share ddprun's stdout and stderr and prefix their own lines, unless --redirects or
 // --tee sends them to a log file per rank (logs.h), as torchrun's flags of the same names do.
 //
-// What it leaves out: elastic membership (--nnodes MIN:MAX) and restarts (--max-restarts);
-// rendezvous backends (the ranks meet at MASTER_ADDR:MASTER_PORT, where rank 0 listens);
-// and starting the other machines: each machine runs its own ddprun with its --node-rank.
+// When a rank fails, --max-restarts N stops every rank and starts them all again, up to N
+// times, as torchrun does; each rank is told which attempt it is (TORCHELASTIC_RESTART_COUNT).
+//
+// What it leaves out: elastic membership (--nnodes MIN:MAX); rendezvous backends (the ranks meet at
+// MASTER_ADDR:MASTER_PORT, where rank 0 listens); and starting the other machines: each machine
+// runs its own ddprun with its --node-rank.
 #include <csignal>
 #include <cstdio>
 #include <optional>
@@ -124,22 +127,32 @@ int main(int argc, char** argv) {
 
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
+  ddprun::adopt_orphans();
 
-  // ---- Step 4: start one process per local rank, each told who it is and where to meet
+  // ---- Step 4: start one process per local rank, each told who it is and where to meet; again
+  // for every restart (--max-restarts), in a log folder of its own (attempt_K)
   announce(options, *logs);
-  ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs);
-  logs->start_tee();
+  const auto start_attempt = [&](int attempt) {
+    if (attempt > 0) {
+      try {
+        logs->begin_attempt(attempt);
+      } catch (const ddprun::UsageError& e) {
+        return ddprun::Launch{{}, e.what(), e.hint(), ddprun::kExitCannotStart};
+      }
+      if (!logs->description().empty()) {
+        ddprun::say("logs of attempt " + std::to_string(attempt) + " in " + logs->attempt_dir() +
+                    "/LOCAL_RANK/");
+      }
+    }
+    ddprun::Launch launch = ddprun::start_ranks(options, masks.original, *logs, attempt);
+    logs->start_tee();
+    return launch;
+  };
 
-  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest
-  ddprun::Supervisor supervisor(std::move(launch.started), options.grace_period_s);
+  // ---- Step 5: supervise until every rank has exited; the first failure stops the rest, and
+  // starts them all again while restarts are left
+  ddprun::Supervisor supervisor(start_attempt, options.grace_period_s, options.max_restarts);
   supervisor.before_reports([&logs](bool ranks_done) { logs->catch_up(ranks_done); });
-  if (!launch.error.empty()) {
-    ddprun::say("error: " + launch.error);
-    if (!launch.hint.empty()) ddprun::say("hint: " + launch.hint);
-    supervisor.stop_all(
-        SIGTERM, launch.exit_code,
-        "stopped the ranks already running; ddprun exits " + std::to_string(launch.exit_code));
-  }
   const int exit_code = supervisor.run(masks.watched);
   logs->finish();
   if (exit_code != 0 && logs->enabled()) {

@@ -17,6 +17,8 @@ namespace {
 constexpr int kMaxNprocPerNode = 1024;
 constexpr int kMaxNnodes = 65536;  // keeps WORLD_SIZE = nnodes * nproc_per_node well inside int
 constexpr double kMaxGracePeriodS = 60.0;
+constexpr int kMaxRestarts = 1000;
+constexpr double kMaxMonitorIntervalS = 3600.0;
 
 // One flag as the user typed it. Errors quote `spelled` and `value`, so the learner sees their
 // own words back.
@@ -158,6 +160,19 @@ constexpr Flag kFlags[] = {
                                     "how long stopping ranks get between SIGTERM and SIGKILL, "
                                     "e.g. --grace-period 3 or --grace-period 0.5");
      }},
+    {"--max-restarts", "3",
+     [](Options& o, const Setting& s) {
+       o.max_restarts = s.integer(0, kMaxRestarts,
+                                  "how many times to restart every rank after a failure, e.g. "
+                                  "--max-restarts 3 (0, the default, never restarts)");
+     }},
+    {"--monitor-interval", "5",
+     [](Options& o, const Setting& s) {
+       o.monitor_interval_s =
+           s.seconds(kMaxMonitorIntervalS,
+                     "seconds between the checks that the machines of a job make on each "
+                     "other, e.g. --monitor-interval 5 (torchrun's default) or 0.5");
+     }},
     {"--log-dir", "logs",
      [](Options& o, const Setting& s) {
        if (s.value.empty()) {
@@ -199,7 +214,7 @@ const Flag& find_flag(const std::string& spelled) {
   }
   throw UsageError("unknown flag '" + spelled + "'",
                    "ddprun --help lists its flags; flags for PROGRAM go after PROGRAM; "
-                   "torchrun's elastic flags (--rdzv-*, --max-restarts) are not supported");
+                   "torchrun's elastic flags (--rdzv-*) are not supported");
 }
 
 void check_combinations(const Options& o, const std::map<std::string_view, Setting>& given) {
@@ -311,9 +326,16 @@ Options:
                        1.x (--local-rank-arg=dash is the same as --local-rank-arg)
   --grace-period S     seconds a rank gets between SIGTERM and SIGKILL when ddprun stops
                        it, more than 0 and at most 60 (default 3)
+  --max-restarts N     when a rank fails, stop every rank of this machine and start them
+                       all again, up to N times, 0 to 1000 (default 0: no restart)
+  --monitor-interval S torchrun's flag, accepted so that its command lines paste: ddprun
+                       does not poll its ranks (it wakes the moment one exits); the seconds
+                       between the checks the machines of a job make on each other, more
+                       than 0 and at most 3600 (default 5, torchrun's)
   --log-dir DIR        where --redirects and --tee write: each run makes a new folder
-                       DIR/none_XXXXXX/attempt_0/LOCAL_RANK/ with stdout.log and stderr.log
-                       (torchrun's layout); without it, a new folder under $TMPDIR or /tmp
+                       DIR/none_XXXXXX/attempt_K/LOCAL_RANK/ with stdout.log and stderr.log
+                       (torchrun's layout; K counts the restarts); without it, a new folder
+                       under $TMPDIR or /tmp
   -r, --redirects V    send ranks' streams to their log files instead of this terminal:
                        0 none (default), 1 stdout, 2 stderr, 3 both; or per local rank,
                        LOCAL_RANK:V pairs like 0:3,1:2 (ranks not named: 0)
@@ -335,7 +357,9 @@ Each rank gets the rest of ddprun's environment, plus:
   ROLE_NAME           default
   MASTER_ADDR         --master-addr (127.0.0.1 with --standalone)
   MASTER_PORT         --master-port (the picked port with --standalone)
-  TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0, TORCHELASTIC_RUN_ID=none
+  TORCHELASTIC_RESTART_COUNT  the attempt: 0 at first, 1 after the first restart, ...
+  TORCHELASTIC_MAX_RESTARTS   --max-restarts
+  TORCHELASTIC_RUN_ID         none
   OMP_NUM_THREADS=1   only with more than one rank per machine, and only when it is unset
                       (a notice says so): N ranks with N threads each would oversubscribe
   DIST_LAUNCHER=ddprun
@@ -346,9 +370,14 @@ Each rank gets the rest of ddprun's environment, plus:
 When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SIGTERM to the
 ranks still running, SIGKILL to any still running after the grace period, prints a summary of
 every rank, and exits with the failed rank's exit code (128+N when signal N killed it).
+With --max-restarts N, it then starts every rank again instead, up to N times, and the summary
+lists every attempt; the exit code is the last attempt's. A signal to ddprun, or a PROGRAM
+that cannot be run, ends the job without a restart.
 SIGINT, SIGTERM and SIGHUP sent to ddprun are passed on to every rank in the same way, and
-ddprun exits 128+N; a second one sends SIGKILL at once. The ranks share ddprun's process
-group, so Ctrl-C in a terminal reaches them directly too.
+ddprun exits 128+N; a second one sends SIGKILL at once. Each rank leads a process group of
+its own; every signal goes to the whole group, so a rank's children stop with it. What the
+ranks leave running when they exit gets SIGTERM, then SIGKILL after the grace period: ddprun
+exits when nothing of the job is left.
 
 With --redirects or --tee, each rank writes its own log files (the files hold every byte it
 wrote, even if it crashes); ddprun names the folder when it starts and again when a rank
@@ -367,6 +396,8 @@ Exit codes:
 Examples:
   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
   ddprun --standalone --nproc_per_node=2 ./build/cpu/bin/ch01_get_dist_info
+  # restart every rank up to 3 times after a failure, as torchrun --max-restarts 3 does
+  ddprun --nproc-per-node 4 --max-restarts 3 ./build/cpu/bin/ch04_all_reduce
   # each rank's output in logs/none_XXXXXX/attempt_0/LOCAL_RANK/, and on the terminal too
   ddprun --nproc-per-node 2 --log-dir logs --tee 3 ./build/cpu/bin/ch04_all_reduce
   # two machines with two ranks each: run one line on each machine

@@ -44,6 +44,13 @@ struct Options {
   enum class LocalRankArg { kNone, kDash, kUnderscore };
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
   double grace_period_s = 3.0;
+  // --max-restarts: when a rank fails, stop every rank of this machine and start them all again,
+  // up to this many times (torchrun's flag and default).
+  int max_restarts = 0;
+  // --monitor-interval: torchrun's agent sleeps this long between looks at its workers. ddprun
+  // does not look: the kernel wakes it when a rank exits (SIGCHLD). It is the interval at which
+  // the machines of a job check on each other, for restarts on several machines.
+  double monitor_interval_s = 5.0;
   // --log-dir, --redirects, --tee (logs.h). An empty log_dir with redirects or tee: a fresh
   // folder under $TMPDIR, as torchrun makes one.
   std::string log_dir;
