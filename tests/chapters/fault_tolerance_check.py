@@ -48,22 +48,8 @@ def result(stdout, world):
 
 def job(bin_dir, program, world, snapshot, args, flags=()):
     run = ddprun(bin_dir, world, [f"{bin_dir}/{program}", "--snapshot", snapshot, *EVERY, *args],
-                 deadline=DEADLINE_S, flags=[] if EMULATED else flags)
-    if flags and EMULATED and run.returncode != 0:  # the restart, by hand: the same job again
-        again = job(bin_dir, program, world, snapshot,
-                    [a for a in args if a != "--crash-at-step" and not a.isdigit()])[0]
-        run = subprocess.CompletedProcess(run.args, again.returncode, run.stdout + again.stdout,
-                                          run.stderr + again.stderr)
+                 deadline=DEADLINE_S, flags=flags)
     return run, result(run.stdout, world)
-
-
-def has_restarts(bin_dir):
-    help_text = subprocess.run([f"{bin_dir}/ddprun", "--help"], capture_output=True, text=True,
-                               timeout=30).stdout
-    return "--max-restarts" in help_text
-
-
-EMULATED = False
 
 
 def killed_job(bin_dir, program, world, snapshot, rng):
@@ -71,7 +57,7 @@ def killed_job(bin_dir, program, world, snapshot, rng):
     its training (timed from rank 0's "attempt 0:" line, printed once every rank has joined).
     Returns the finished process's output and what was killed when."""
     cmd = ddprun(bin_dir, world, [f"{bin_dir}/{program}", "--snapshot", snapshot, *EVERY,
-                                  "--step-delay-ms", "4"], flags=[] if EMULATED else RESTARTS)
+                                  "--step-delay-ms", "4"], flags=RESTARTS)
     victim, after = rng.randrange(world), rng.uniform(0, 0.15)  # training takes 0.18 s or more
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
@@ -100,13 +86,7 @@ def killed_job(bin_dir, program, world, snapshot, rng):
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
         reader.join()
-    run = subprocess.CompletedProcess(cmd, job.returncode, "".join(lines), err)
-    if EMULATED and run.returncode != 0:
-        again = ddprun(bin_dir, world, [f"{bin_dir}/{program}", "--snapshot", snapshot, *EVERY],
-                       deadline=DEADLINE_S)
-        run = subprocess.CompletedProcess(cmd, again.returncode, run.stdout + again.stdout,
-                                          err + again.stderr)
-    return run, what
+    return subprocess.CompletedProcess(cmd, job.returncode, "".join(lines), err), what
 
 
 def check(failures, name, run, got, reference, expect):
@@ -132,11 +112,6 @@ def main(argv):
     p.add_argument("--seed", type=int, default=None, help="replays the random kills of a failure")
     p.add_argument("--program", default="ch11_fault_tolerance")
     args = p.parse_args(argv[1:])
-    global EMULATED
-    EMULATED = not has_restarts(args.bin_dir)
-    if EMULATED:
-        print("ddprun has no --max-restarts: each failed job is run again by hand")
-    attempt = 0 if EMULATED else 1
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     print(f"random kills drawn with --seed {seed}")
     rng = random.Random(seed)
@@ -153,17 +128,17 @@ def main(argv):
             cases = [
                 ("crash before the first snapshot", ["--crash-at-step", "5"],
                  [rf"^\[rank {last}/{world}\] crashing on purpose before step 5 \(attempt 0\)$",
-                  rf"^\[rank 0/{world}\] attempt {attempt}: no snapshot at .*, starting at step 0 of"]),
+                  rf"^\[rank 0/{world}\] attempt 1: no snapshot at .*, starting at step 0 of"]),
                 ("crash after the first snapshot", ["--crash-at-step", "25"],
                  [rf"^\[rank {last}/{world}\] crashing on purpose before step 25 \(attempt 0\)$",
-                  rf"^\[rank 0/{world}\] attempt {attempt}: resumed from .* at step 20 "]),
+                  rf"^\[rank 0/{world}\] attempt 1: resumed from .* at step 20 "]),
             ]
             for name, flags, expect in cases:
                 run, got = job(args.bin_dir, args.program, world, snapshot, flags, RESTARTS)
                 check(failures, f"{world} ranks, {name}", run, got, reference, expect)
             run, what = killed_job(args.bin_dir, args.program, world, snapshot, rng)
             check(failures, f"{world} ranks, {what}", run, result(run.stdout, world), reference,
-                  [rf"^\[rank 0/{world}\] attempt {attempt}: (resumed from|no snapshot at) "])
+                  [rf"^\[rank 0/{world}\] attempt 1: (resumed from|no snapshot at) "])
             if os.path.exists(snapshot):
                 failures.append(f"{world} ranks: a finished job left its snapshot behind")
                 os.remove(snapshot)

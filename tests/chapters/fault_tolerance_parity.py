@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fault_tolerance_check import EVERY, RESTARTS, has_restarts
+from fault_tolerance_check import EVERY, RESTARTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from ddprun import ddprun  # noqa: E402
@@ -33,14 +33,8 @@ PRINT = re.compile(r"^\[rank 0/\d+\] fingerprint of the model and the optimizer:
 
 
 def cpp(bin_dir, snapshot, args):
-    restarts = has_restarts(bin_dir)
     run = ddprun(bin_dir, WORLD, [f"{bin_dir}/ch11_fault_tolerance", "--snapshot", snapshot,
-                                  *EVERY, *args], deadline=DEADLINE_S,
-                 flags=RESTARTS if restarts else [])
-    if run.returncode != 0 and args and not restarts:  # the restart, by hand
-        again = ddprun(bin_dir, WORLD, [f"{bin_dir}/ch11_fault_tolerance", "--snapshot",
-                                        snapshot, *EVERY], deadline=DEADLINE_S)
-        return again.returncode, run.stdout + again.stdout.replace("attempt 0:", "attempt 1:")
+                                  *EVERY, *args], deadline=DEADLINE_S, flags=RESTARTS)
     return run.returncode, run.stdout
 
 

@@ -8,18 +8,11 @@ value, bit for bit (hex floats).
 """
 import os
 import re
-import subprocess
 import tempfile
 
 from grading import Exercise, Fail, Mutation, run_command, run_ddprun
 
 FINAL = r"final: x = (\S+) after (\d+) steps$"
-
-
-def has_restarts(bin_dir):
-    help_text = subprocess.run([os.path.join(bin_dir, "ddprun"), "--help"], capture_output=True,
-                               text=True, timeout=30, check=False).stdout
-    return "--max-restarts" in help_text
 
 
 def crash_and_compare(crash_at_step):
@@ -33,14 +26,9 @@ def crash_and_compare(crash_at_step):
                 raise Fail(f"the job without a crash exited with code {reference.returncode}. "
                            f"Last lines:\n{reference.tail()}")
             args = ["--snapshot", f"{tmp}/b", "--crash-at-step", str(crash_at_step)]
-            if has_restarts(bin_dir):
-                crashed = run_command([os.path.join(bin_dir, "ddprun"), "--standalone",
-                                       "--nproc-per-node", str(world), "--max-restarts", "1",
-                                       program, *args], world, exercise.deadline_s)
-            else:  # a ddprun without restarts: the same job again, as a restart would start it
-                first = run_ddprun(bin_dir, program, world, args, exercise.deadline_s)
-                crashed = run_ddprun(bin_dir, program, world, args[:2], exercise.deadline_s)
-                crashed.stdout = first.stdout + crashed.stdout.replace("attempt 0:", "attempt 1:")
+            crashed = run_command([os.path.join(bin_dir, "ddprun"), "--standalone",
+                                   "--nproc-per-node", str(world), "--max-restarts", "1",
+                                   program, *args], world, exercise.deadline_s)
         crashed.reference = reference
         return crashed
     return runner
