@@ -1,4 +1,4 @@
-"""Chapter 11's exercises, graded by what the ranks print (./tutorial check 11-ex1).
+"""Chapter 11's exercises, graded by what the ranks print (./tutorial check 11-ex1, 11-ex2).
 
 A fault-tolerance exercise is right when a job that crashes and is restarted ends with the bits
 of the job that never crashed. So each world size runs the program twice: once uninterrupted
@@ -54,6 +54,39 @@ def judge_complete_snapshot(run):
                        "each rank restoring its own)")
 
 
+def expected_fold(world, samples=42, batch_size=4, epochs=3):
+    """Exercise 2's answer, worked out here: DistributedSampler without shuffle (torch 1.13: the
+    indices 0..n-1 padded by repeating from the start, rank r taking every W-th from r), batches
+    of batch_size, and x = (31 x + the global batch's index sum) mod 1000003 at every step.
+    Returns (x, steps)."""
+    per_rank = -(-samples // world)
+    order = [i % samples for i in range(per_rank * world)]
+    shards = [order[r::world] for r in range(world)]
+    x, steps = 1, 0
+    for _ in range(epochs):
+        for start in range(0, per_rank, batch_size):
+            x = (31 * x + sum(sum(s[start:start + batch_size]) for s in shards)) % 1000003
+            steps += 1
+    return x, steps
+
+
+def judge_exact_position(run):
+    want, steps = expected_fold(run.world)
+    if not re.search(r"crashing on purpose before step 11$", run.stdout, re.M):
+        raise Fail(f"rank {run.world - 1} never crashed at step 11",
+                   "keep the starter's crash: the last rank dies before --crash-at-step")
+    run.value(0, r"attempt 1: (starting at .*)$", str, "attempt 1: starting at ...")
+    for name, job in (("the uninterrupted job", run.reference), ("the restarted job", run)):
+        for rank in range(run.world):
+            line = job.value(rank, r"(final: .*)$", str, "final: x = X after N steps")
+            if line != f"final: x = {want} after {steps} steps":
+                raise Fail(f"rank {rank} of {name} says '{line}'; {steps} steps from x = 1 end "
+                           f"with x = {want}",
+                           "the snapshot of step 10 falls in the middle of an epoch: start in "
+                           "that epoch, at the step within it (done % steps_per_epoch), so that "
+                           "no step is done twice or skipped")
+
+
 EXERCISES = {
     "ex1": Exercise(
         title="a snapshot that holds everything the loop changes",
@@ -64,4 +97,13 @@ EXERCISES = {
         mutation=Mutation(find="noise.set_state(r.generators[static_cast<std::size_t>(rank)]);",
                           replace="noise.set_state(r.generators[0]);",
                           expect="the uninterrupted job ends with")),
+    "ex2": Exercise(
+        title="resume at the exact step, in the middle of an epoch",
+        judge=judge_exact_position,
+        worlds=(1, 2, 3),  # the snapshot of step 10 falls mid-epoch at each: steps 10, 4 and 2
+        runner=crash_and_compare(11),
+        hint="start in the epoch of the snapshot, at the step within it",
+        mutation=Mutation(find="const std::int64_t first_epoch = done / steps_per_epoch;",
+                          replace="const std::int64_t first_epoch = done / sampler.num_samples();",
+                          expect="of the restarted job says")),
 }
