@@ -146,12 +146,11 @@ int main(int argc, char** argv) {
 
     // ---- Step 6: the final weights, bit for bit: the same with or without a crash
     dist::out() << "final: " << ch11::weights_text(model);
-    std::vector<dist::Tensor*> buffers;
-    for (const dist::Tensor& b : optimizer.momentum_buffers()) {
-      buffers.push_back(const_cast<dist::Tensor*>(&b));
-    }
+    std::vector<dist::Tensor> buffers = optimizer.momentum_buffers();  // a copy to hash
+    std::vector<dist::Tensor*> state;
+    for (dist::Tensor& b : buffers) state.push_back(&b);
     dist::out0() << "fingerprint of the model and the optimizer: "
-                 << dist::fingerprint(model.parameters(), buffers);
+                 << dist::fingerprint(model.parameters(), state);
     dist::out0() << "loss on all " << f.samples << " samples: " << ch11::full_loss(model, data);
 
     // ---- Step 7: check what a rank can check alone, then close the job and its snapshot

@@ -35,7 +35,8 @@
 // program draws differently on every run, as PyTorch's default generator does. Generators are
 // not thread-safe: give each thread its own.
 //
-// Taught in: chapter 06 (seeds).
+// Taught in: chapter 06 (seeds); a generator's state, saved and restored, in chapter 11
+// (fault_tolerance).
 // Built in: common/src/seed.cpp.
 #pragma once
 
