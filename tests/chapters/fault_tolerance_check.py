@@ -57,8 +57,8 @@ def killed_job(bin_dir, program, world, snapshot, rng):
     its training (timed from rank 0's "attempt 0:" line, printed once every rank has joined).
     Returns the finished process's output and what was killed when."""
     cmd = ddprun(bin_dir, world, [f"{bin_dir}/{program}", "--snapshot", snapshot, *EVERY,
-                                  "--step-delay-ms", "4"], flags=RESTARTS)
-    victim, after = rng.randrange(world), rng.uniform(0, 0.15)  # training takes 0.18 s or more
+                                  "--step-delay-ms", "6"], flags=RESTARTS)
+    victim, after = rng.randrange(world), rng.uniform(0, 0.15)  # training takes 0.26 s or more
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     lines, training = [], threading.Event()
