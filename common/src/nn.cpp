@@ -426,9 +426,42 @@ MseLoss mse_loss(const Tensor& out, const Tensor& target) {
   return result;
 }
 
-SGD::SGD(std::vector<Parameter*> params, double lr) : params_(std::move(params)), lr_(lr) {
+SGD::SGD(std::vector<Parameter*> params, double lr, SGDOptions options)
+    : params_(std::move(params)), lr_(lr), options_(options), buffers_(params_.size()) {
   if (!(lr > 0))
     throw ConfigError("SGD: the learning rate must be positive, got " + std::to_string(lr));
+  if (!(options.momentum >= 0 && options.momentum < 1)) {
+    throw ConfigError("SGD: momentum must be in [0, 1), got " + std::to_string(options.momentum));
+  }
+  if (!(options.dampening >= 0 && options.dampening <= 1)) {
+    throw ConfigError("SGD: dampening must be in [0, 1], got " + std::to_string(options.dampening));
+  }
+  if (options.nesterov && (options.momentum <= 0 || options.dampening != 0)) {
+    throw ConfigError(
+        "SGD: Nesterov momentum requires a momentum and zero dampening (as torch.optim.SGD)");
+  }
+}
+
+void SGD::load_momentum_buffers(const std::vector<Tensor>& buffers) {
+  if (buffers.size() != params_.size()) {
+    throw ConfigError("SGD::load_momentum_buffers: got " + std::to_string(buffers.size()) +
+                      " buffers for " + std::to_string(params_.size()) +
+                      " parameters; save and load the same model's optimizer");
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& b = buffers[i];
+    const Parameter& p = *params_[i];
+    if (b.numel() != 0 && (b.numel() != p.data.numel() || b.dtype() != p.data.dtype())) {
+      throw ConfigError("SGD::load_momentum_buffers: the buffer of " + p.name + " has " +
+                        std::to_string(b.numel()) + " values of " +
+                        std::string(dtype_name(b.dtype())) + ", the parameter " +
+                        std::to_string(p.data.numel()) + " of " +
+                        std::string(dtype_name(p.data.dtype())));
+    }
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    buffers_[i] = buffers[i].numel() == 0 ? Tensor() : buffers[i].to(params_[i]->data.device());
+  }
 }
 
 void SGD::set_lr(double lr) {
@@ -444,15 +477,34 @@ void SGD::zero_grad() {
 
 void SGD::step() {
   const auto lr = static_cast<float>(lr_);
-  for (Parameter* p : params_) {
+  const bool momentum = options_.momentum != 0;
+  const auto m = static_cast<float>(options_.momentum);
+  const auto keep = static_cast<float>(1 - options_.dampening);
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    Parameter* p = params_[k];
     float* data = p->data.data_ptr<float>();
     const float* grad = p->grad.data_ptr<float>();
     const std::int64_t n = p->data.numel();
-    if (p->data.is_cuda()) {
-      gpu::sgd_step(data, grad, n, lr, p->data.device().index());
+    if (!momentum) {
+      if (p->data.is_cuda()) {
+        gpu::sgd_step(data, grad, n, lr, p->data.device().index());
+        continue;
+      }
+      for (std::int64_t i = 0; i < n; ++i) data[i] = nn_math::sgd(data[i], grad[i], lr);
       continue;
     }
-    for (std::int64_t i = 0; i < n; ++i) data[i] = nn_math::sgd(data[i], grad[i], lr);
+    const bool first = buffers_[k].numel() == 0;  // torch: no momentum_buffer yet
+    if (first) buffers_[k] = Tensor(n, kFloat32, p->data.device());
+    float* buf = buffers_[k].data_ptr<float>();
+    if (p->data.is_cuda()) {
+      gpu::sgd_momentum_step(data, grad, buf, first, n, lr, m, keep, options_.nesterov,
+                             p->data.device().index());
+      continue;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      data[i] =
+          nn_math::sgd_momentum(data[i], grad[i], buf[i], first, lr, m, keep, options_.nesterov);
+    }
   }
 }
 

@@ -129,4 +129,26 @@ DIST_HOST_DEVICE inline float sgd(float param, float grad, float lr) {
   return param - lr * grad;
 }
 
+// SGD with momentum, one value, as torch 1.13's _single_tensor_sgd: the buffer (the gradient
+// itself at the first step) becomes m * buf + (1 - dampening) * grad, each product and sum
+// rounded to float32 as torch's mul_ and add_ round them; the step is buf, or grad + m * buf
+// with nesterov. Updates `buf` and returns the new parameter.
+DIST_HOST_DEVICE inline float sgd_momentum(float param, float grad, float& buf, bool first,
+                                           float lr, float momentum, float one_minus_dampening,
+                                           bool nesterov) {
+  if (first) {
+    buf = grad;
+  } else {
+    const float decayed = buf * momentum;
+    const float added = one_minus_dampening * grad;
+    buf = decayed + added;
+  }
+  float direction = buf;
+  if (nesterov) {
+    const float ahead = momentum * buf;
+    direction = grad + ahead;
+  }
+  return sgd(param, direction, lr);
+}
+
 }  // namespace dist::nn_math

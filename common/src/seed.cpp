@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "dist/check.h"
 
@@ -18,6 +20,34 @@ void Generator::manual_seed(std::uint64_t seed) {
   seed_ = seed;
   // torch's mt19937 keeps the low 32 bits of the seed, and so does std::mt19937::seed.
   engine_.seed(static_cast<std::uint32_t>(seed));
+}
+
+Tensor Generator::get_state() const {
+  std::ostringstream text;  // the standard's text form of the engine: its words and position
+  text << engine_;
+  std::vector<std::int64_t> values{static_cast<std::int64_t>(seed_)};
+  std::istringstream numbers(text.str());
+  for (std::uint64_t v = 0; numbers >> v;) values.push_back(static_cast<std::int64_t>(v));
+  return Tensor::from(values);
+}
+
+void Generator::set_state(const Tensor& state) {
+  const std::int64_t expected = get_state().numel();
+  if (state.dtype() != kInt64 || state.numel() != expected) {
+    throw ConfigError("Generator::set_state: want the int64 tensor of " + std::to_string(expected) +
+                      " values that get_state makes, got " + std::to_string(state.numel()) +
+                      " values of " + std::string(dtype_name(state.dtype())));
+  }
+  const std::vector<std::int64_t> values = state.to_vector<std::int64_t>();
+  std::ostringstream text;
+  for (std::size_t i = 1; i < values.size(); ++i) text << values[i] << ' ';
+  std::istringstream in(text.str());
+  std::mt19937 engine;
+  if (!(in >> engine)) {
+    throw ConfigError("Generator::set_state: the tensor is not a state get_state made");
+  }
+  seed_ = static_cast<std::uint64_t>(values[0]);
+  engine_ = engine;
 }
 
 std::uint64_t Generator::random64() {

@@ -323,6 +323,37 @@ TEST(GpuNn, LinearLossAndSgdGiveTheCpuBits) {
   }
 }
 
+// SGD with momentum, dampening and nesterov (chapter 11): the kernel updates the momentum buffer
+// and the parameter as the CPU loop does, bit for bit, and a loaded buffer continues the same.
+TEST(GpuNn, SgdMomentumGivesTheCpuBits) {
+  const std::vector<float> start{1, -2, 0.5f, 3, -0.25f};
+  for (const dist::SGDOptions options :
+       {dist::SGDOptions{.momentum = 0.9}, dist::SGDOptions{.momentum = 0.5, .dampening = 0.25},
+        dist::SGDOptions{.momentum = 0.9, .nesterov = true}}) {
+    dist::Parameter cpu{"p", Tensor::from(start), dist::zeros(5)};
+    dist::Parameter gpu{"p", Tensor::from(start, kGpu), dist::zeros(5, dist::kFloat32, kGpu)};
+    dist::SGD cpu_opt({&cpu}, 0.1, options), gpu_opt({&gpu}, 0.1, options);
+    for (int step = 0; step < 4; ++step) {
+      std::vector<float> g;
+      for (int i = 0; i < 5; ++i)
+        g.push_back(static_cast<float>((i * 7 + step * 3) % 11) / 7 - 0.7f);
+      cpu.grad = Tensor::from(g);
+      gpu.grad = Tensor::from(g, kGpu);
+      cpu_opt.step();
+      gpu_opt.step();
+      EXPECT_EQ(gpu_opt.momentum_buffers()[0].device(), kGpu);
+      EXPECT_TRUE(gpu.data.cpu().equal(cpu.data)) << "step " << step;
+      EXPECT_TRUE(gpu_opt.momentum_buffers()[0].cpu().equal(cpu_opt.momentum_buffers()[0]));
+    }
+    dist::SGD resumed({&gpu}, 0.1, options);  // a snapshot's CPU buffers, loaded onto the GPU
+    resumed.load_momentum_buffers({cpu_opt.momentum_buffers()[0].cpu()});
+    EXPECT_EQ(resumed.momentum_buffers()[0].device(), kGpu);
+    cpu_opt.step();
+    resumed.step();
+    EXPECT_TRUE(gpu.data.cpu().equal(cpu.data));
+  }
+}
+
 // ReLU, BatchNorm1d (training and evaluation) and cross_entropy: the GPU kernels give the CPU's
 // bits for outputs and gradients.
 TEST(GpuNn, ReluBatchNormAndCrossEntropyGiveTheCpuBits) {

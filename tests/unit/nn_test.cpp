@@ -148,6 +148,98 @@ TEST(Sgd, StepsAgainstTheGradientByTheLearningRate) {
   EXPECT_EQ(model.bias().data.item(0), 0.75);
 }
 
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Momentum with a constant gradient g has a closed form: the buffer is g at the first step, then
+// m * buf + g, so with m = 1/2 the steps are g, 1.5 g, 1.75 g (every value exact in float32).
+TEST(Sgd, MomentumStartsFromTheGradientThenAddsTheDecayedBuffer) {
+  dist::Linear model(1, 1, {{0}, {0}});
+  dist::SGD optimizer(model.parameters(), 0.25, {.momentum = 0.5});
+  EXPECT_EQ(optimizer.momentum_buffers()[0].numel(), 0);   // torch: no state before a step
+  const float expected_w[] = {-0.25f, -0.625f, -1.0625f};  // minus 0.25 * (1, 1.5, 1.75)
+  for (float w : expected_w) {
+    optimizer.zero_grad();
+    model.forward(Tensor::from<float>({1}));
+    model.backward(Tensor::from<float>({1}));  // dW = 1, db = 1 at every step
+    optimizer.step();
+    EXPECT_EQ(model.weight().data.item(0), w);
+  }
+  EXPECT_EQ(optimizer.momentum_buffers()[0].item(0), 1.75);
+}
+
+// torch 1.13's own numbers: a Parameter [1, -2, 0.5] stepped with the gradients below by
+//   opt = torch.optim.SGD([p], lr=LR, momentum=M, dampening=D, nesterov=N)
+//   for g in grads: p.grad = torch.tensor(g); opt.step()
+// printed as float.hex(), parameters and opt.state[p]["momentum_buffer"]. The buffers are torch's
+// bits. The parameters agree to float32 rounding: torch's param.add_(buf, alpha=-lr) fuses the
+// multiply and the add on this CPU (one rounding), dist::SGD rounds the product first (chapter
+// 08's SGD, and the CUDA kernels', which are built without fused multiply-adds): within one
+// float32 step at 2 (2.4e-7), the values being below 2.
+TEST(Sgd, MomentumDampeningAndNesterovGiveTorchsBits) {
+  const std::vector<std::vector<float>> grads = {
+      {0.3f, -0.7f, 1.1f}, {0.2f, 0.4f, -0.6f}, {-0.1f, 0.25f, 0.9f}, {0.05f, -0.3f, 0.2f}};
+  const struct {
+    double lr;
+    dist::SGDOptions options;
+    std::vector<float> param, buffer;
+  } cases[] = {
+      {0.1,
+       {.momentum = 0.9},
+       {0x1.b69834p-1f, -0x1.e29a8p+0f, 0x1.7e329cp-4f},
+       {0x1.5ce078p-2f, -0x1.0b923ap-2f, 0x1.536e2ep+0f}},
+      {0.05,
+       {.momentum = 0.5, .dampening = 0.25},
+       {0x1.ecccccp-1f, -0x1.f6a3d6p+0f, 0x1.833334p-2f},
+       {0x1.333334p-4f, -0x1.266668p-3f, 0x1.066666p-1f}},
+      {0.1,
+       {.momentum = 0.9, .nesterov = true},
+       {0x1.a6e524p-1f, -0x1.dc954ap+0f, -0x1.aa53dp-6f},
+       {0x1.5ce078p-2f, -0x1.0b923ap-2f, 0x1.536e2ep+0f}},
+  };
+  for (const auto& c : cases) {
+    dist::Parameter p{"p", Tensor::from<float>({1, -2, 0.5f}), Tensor::zeros(3)};
+    dist::SGD optimizer({&p}, c.lr, c.options);
+    for (const std::vector<float>& g : grads) {
+      p.grad = Tensor::from(g);
+      optimizer.step();
+    }
+    const std::vector<float> param = p.data.to_vector<float>();
+    for (std::size_t i = 0; i < param.size(); ++i) {
+      EXPECT_NEAR(param[i], c.param[i], 2.4e-7);
+    }
+    EXPECT_TRUE(bits_equal(optimizer.momentum_buffers()[0].to_vector<float>(), c.buffer))
+        << "momentum " << c.options.momentum;
+  }
+}
+
+// What a snapshot relies on: an optimizer given the saved buffers continues as the first would.
+TEST(Sgd, LoadedMomentumBuffersContinueTheSameSteps) {
+  dist::Parameter a{"a", Tensor::from<float>({1, 2}), Tensor::from<float>({0.5f, -0.25f})};
+  dist::Parameter b = a;
+  b.name = "b";
+  dist::SGD first({&a}, 0.1, {.momentum = 0.9});
+  first.step();
+  first.step();
+  dist::SGD resumed({&b}, 0.1, {.momentum = 0.9});
+  b.data = a.data.clone();
+  resumed.load_momentum_buffers(first.momentum_buffers());
+  first.step();
+  resumed.step();
+  EXPECT_TRUE(bits_equal(a.data.to_vector<float>(), b.data.to_vector<float>()));
+  dist::SGD fresh({&b}, 0.1, {.momentum = 0.9});  // without the buffers: another step
+  b.data = Tensor::from<float>({1, 2});
+  fresh.step();
+  EXPECT_FALSE(bits_equal(a.data.to_vector<float>(), b.data.to_vector<float>()));
+  EXPECT_TRUE(contains(config_error([&] { fresh.load_momentum_buffers({Tensor::zeros(3)}); }),
+                       "the buffer of b has 3 values of torch.float32, the parameter 2"));
+  EXPECT_TRUE(contains(config_error([&] { fresh.load_momentum_buffers({}); }),
+                       "got 0 buffers for 1 parameters"));
+  EXPECT_TRUE(contains(config_error([&] { dist::SGD({&b}, 0.1, {.nesterov = true}); }),
+                       "Nesterov momentum requires a momentum and zero dampening"));
+}
+
 // torch 1.13's own numbers, printed by
 //   opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=BASE)
 //   s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=T, eta_min=ETA)

@@ -14,10 +14,12 @@
 
 #include "dist/seed.h"
 #include "dist/zero_first.h"
+#include "errors.h"
 #include "ranks.h"
 
 namespace {
 
+using dist::testing::config_error;
 using dist::testing::contains;
 
 TEST(Generator, IsAMersenneTwisterSeededWithTheLow32BitsOfTheSeed) {
@@ -36,6 +38,24 @@ TEST(Generator, ManualSeedRestartsTheStream) {
   g.manual_seed(5);
   EXPECT_EQ(g.random(), first);
   EXPECT_EQ(g.initial_seed(), 5u);
+}
+
+TEST(Generator, SetStateResumesTheStreamWhereGetStateLeftIt) {
+  dist::Generator g(7);
+  for (int i = 0; i < 1000; ++i) g.random();  // past the first 624-word refill
+  const dist::Tensor saved = g.get_state();
+  std::vector<std::uint32_t> next;
+  for (int i = 0; i < 700; ++i) next.push_back(g.random());
+  dist::Generator resumed(99);  // another seed: set_state replaces everything
+  resumed.set_state(saved);
+  EXPECT_EQ(resumed.initial_seed(), 7u);
+  for (std::uint32_t v : next) ASSERT_EQ(resumed.random(), v);
+  dist::Generator fresh(7);  // the seed alone starts the stream over
+  EXPECT_NE(fresh.random(), next[0]);
+  EXPECT_TRUE(contains(config_error([&] {
+                         resumed.set_state(dist::Tensor::from<std::int64_t>({7, 1, 2, 3}));
+                       }),
+                       "want the int64 tensor of 626 values that get_state makes, got 4"));
 }
 
 TEST(Randint, TakesOneDrawPerElementModuloTheRange) {

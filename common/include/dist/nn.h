@@ -7,6 +7,7 @@
 //   dist::MseLoss loss = dist::mse_loss(out, y);       // nn.MSELoss(): the mean, and d loss/d out
 //   model.backward(loss.grad);                         // accumulates into each parameter's grad
 //   optimizer.step();                                  // p -= lr * p.grad
+//   dist::SGD with_momentum(model.parameters(), 0.01, {.momentum = 0.9});   // chapter 11
 //
 // There is no autograd: each layer's backward is written out, because the point of the chapters
 // is what DistributedDataParallel does with the gradients, not how they are found. Tensors are
@@ -15,7 +16,8 @@
 // cuda preset), each summing in double in a fixed order, so a run repeats bit for bit.
 //
 // Taught in: chapter 08 (ddp_linear: Linear, mse_loss, SGD) and chapter 09 (ddp_classifier:
-// ReLU, BatchNorm1d and SyncBatchNorm, cross_entropy, CosineAnnealingLR).
+// ReLU, BatchNorm1d and SyncBatchNorm, cross_entropy, CosineAnnealingLR); SGD's momentum in
+// chapter 11 (fault_tolerance: the optimizer's state, saved in a snapshot).
 // Built in: common/src/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
 // kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
@@ -140,19 +142,42 @@ struct MseLoss {
 };
 MseLoss mse_loss(const Tensor& out, const Tensor& target);
 
-// torch.optim.SGD(params, lr) without momentum or weight decay.
+// torch.optim.SGD's options beyond the learning rate (weight decay is not here). With momentum m,
+// every parameter keeps a momentum buffer, the optimizer's state: torch 1.13's step (in
+// torch/optim/sgd.py) sets it to the gradient at the first step, then
+//   buf = m * buf + (1 - dampening) * grad,   p -= lr * (nesterov ? grad + m * buf : buf).
+// The buffer is why a snapshot must hold the optimizer as well as the model (chapter 11): a run
+// resumed with empty buffers takes different steps from then on.
+struct SGDOptions {
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening 0, as torch requires
+};
+
+// torch.optim.SGD(params, lr, momentum=..., dampening=..., nesterov=...).
 class SGD {
  public:
-  SGD(std::vector<Parameter*> params, double lr);
+  SGD(std::vector<Parameter*> params, double lr, SGDOptions options = {});
   void zero_grad();  // every grad to 0 (torch 1.13 keeps zero tensors by default, as here)
-  void step();       // p -= lr * p.grad, in float32 as torch computes it
+  // p -= lr * p.grad, in float32 as torch computes it; with momentum, through the buffer.
+  void step();
   double lr() const { return lr_; }
   // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
   void set_lr(double lr);
+  const SGDOptions& options() const { return options_; }
+
+  // optimizer.state[p]["momentum_buffer"] for each parameter, in the parameters' order: empty
+  // (numel 0) before the first step() with momentum, as torch has no entry yet. What a snapshot
+  // saves; load_momentum_buffers puts saved ones back (each empty, or shaped as its parameter;
+  // copied to the parameter's device). Throws dist::ConfigError naming the first that does not fit.
+  const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
+  void load_momentum_buffers(const std::vector<Tensor>& buffers);
 
  private:
   std::vector<Parameter*> params_;
   double lr_;
+  SGDOptions options_;
+  std::vector<Tensor> buffers_;
 };
 
 // torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max, eta_min): the learning rate

@@ -35,7 +35,8 @@
 // program draws differently on every run, as PyTorch's default generator does. Generators are
 // not thread-safe: give each thread its own.
 //
-// Taught in: chapter 06 (seeds).
+// Taught in: chapter 06 (seeds); a generator's state, saved and restored, in chapter 11
+// (fault_tolerance).
 // Built in: common/src/seed.cpp.
 #pragma once
 
@@ -58,6 +59,15 @@ class Generator {
   std::uint64_t initial_seed() const { return seed_; }
   std::uint32_t random() { return static_cast<std::uint32_t>(engine_()); }  // the next 32 bits
   std::uint64_t random64();  // two draws, the first one the high word (as torch)
+
+  // g.get_state() / g.set_state(state), as torch.Generator's: the whole generator, the draws to
+  // come included, as a tensor (int64: the seed, then the Mersenne Twister's words and position,
+  // 626 values with libstdc++). What a snapshot saves, so that a resumed run draws what the
+  // uninterrupted one would have drawn (chapter 11); a tensor, so ranks can gather theirs.
+  // torch's state is a ByteTensor in its own layout: the two do not mix. set_state throws
+  // dist::ConfigError when the tensor is not a state get_state made.
+  Tensor get_state() const;
+  void set_state(const Tensor& state);
 
  private:
   std::uint64_t seed_ = 0;

@@ -50,6 +50,10 @@ void linear_backward(const float* x, const float* grad_out, const float* weight,
                      std::int64_t out_features, int device);
 double mse_loss(const float* out, const float* target, float* grad, std::int64_t n, int device);
 void sgd_step(float* param, const float* grad, std::int64_t n, float lr, int device);
+// nn_math::sgd_momentum on every value: updates the momentum buffer `buf` and the parameter.
+void sgd_momentum_step(float* param, const float* grad, float* buf, bool first, std::int64_t n,
+                       float lr, float momentum, float one_minus_dampening, bool nesterov,
+                       int device);
 void relu_forward(const float* x, float* out, std::int64_t n, int device);
 void relu_backward(const float* x, const float* grad_out, float* grad_x, std::int64_t n,
                    int device);

@@ -87,6 +87,16 @@ __global__ void sgd_kernel(float* param, const float* grad, std::int64_t n, floa
   if (k < n) param[k] = nn_math::sgd(param[k], grad[k], lr);
 }
 
+__global__ void sgd_momentum_kernel(float* param, const float* grad, float* buf, bool first,
+                                    std::int64_t n, float lr, float momentum, float keep,
+                                    bool nesterov) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) {
+    param[k] =
+        nn_math::sgd_momentum(param[k], grad[k], buf[k], first, lr, momentum, keep, nesterov);
+  }
+}
+
 __global__ void relu_forward_kernel(const float* x, float* out, std::int64_t n) {
   const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (k < n) out[k] = nn_math::relu(x[k]);
@@ -228,6 +238,16 @@ void sgd_step(float* param, const float* grad, std::int64_t n, float lr, int dev
   if (n == 0) return;
   const DeviceGuard guard(device);
   sgd_kernel<<<blocks_for(n), kThreads>>>(param, grad, n, lr);
+  finish("SGD.step", device);
+}
+
+void sgd_momentum_step(float* param, const float* grad, float* buf, bool first, std::int64_t n,
+                       float lr, float momentum, float one_minus_dampening, bool nesterov,
+                       int device) {
+  if (n == 0) return;
+  const DeviceGuard guard(device);
+  sgd_momentum_kernel<<<blocks_for(n), kThreads>>>(param, grad, buf, first, n, lr, momentum,
+                                                   one_minus_dampening, nesterov);
   finish("SGD.step", device);
 }
 

@@ -49,6 +49,10 @@ double mse_loss(const float*, const float*, float*, std::int64_t, int device) {
 void sgd_step(float*, const float*, std::int64_t, float, int device) {
   no_gpu_path("SGD.step on cuda:" + std::to_string(device));
 }
+void sgd_momentum_step(float*, const float*, float*, bool, std::int64_t, float, float, float, bool,
+                       int device) {
+  no_gpu_path("SGD.step on cuda:" + std::to_string(device));
+}
 
 void relu_forward(const float*, float*, std::int64_t, int device) {
   no_gpu_path("ReLU.forward on cuda:" + std::to_string(device));

@@ -1,0 +1,252 @@
+"""Chapter 11's twin: the same fault-tolerant training with PyTorch (DDP on gloo), and its own
+restart loop.
+
+    /usr/bin/python3 twin.py --nproc 2 [--max-restarts 1] [the flags of ch11_fault_tolerance]
+
+torchrun would start the ranks and restart them, but Debian's torch 1.13 cannot run torchrun on
+Python 3.11 (it fails at start), so this file is its own small launcher: it starts --nproc
+workers (this file again, with --worker) with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
+TORCHELASTIC_RESTART_COUNT set as torchrun sets them; when one fails it stops the others and
+starts them all again, up to --max-restarts times, as torchrun --max-restarts does. Each worker
+loads the snapshot at start when there is one (as multigpu_torchrun.py does) and rank 0 writes it
+every --snapshot-every steps, with every rank's generator state. The workers print the lines
+main.cpp prints; tests/chapters/fault_tolerance_parity.py compares them, and checks that the
+twin's crashed job ends with the bits of its uninterrupted one.
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+STEPS = 1 << 24
+PREFIX = {}
+
+
+def out(text):
+    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
+
+
+def out0(text):
+    if PREFIX["rank"] == 0:
+        out(text)
+
+
+def flags(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("--nproc", type=int, default=2, help="ranks to start (the launcher's part)")
+    p.add_argument("--max-restarts", type=int, default=1, help="as torchrun's (launcher)")
+    p.add_argument("--worker", action="store_true", help="(internal) run as one rank")
+    p.add_argument("--samples", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--snapshot", default="ch11_snapshot.pt")
+    p.add_argument("--snapshot-every", type=int, default=10)
+    p.add_argument("--crash-at-step", type=int, default=-1)
+    p.add_argument("--crash-rank", type=int, default=-1)
+    return p.parse_args(argv)
+
+
+# ---- The launcher: torchrun's restart loop, on one machine ------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args, argv):
+    """Starts the workers; on a failure stops the rest and starts all again. Returns the exit
+    code of the last attempt."""
+    worker = [sys.executable, os.path.abspath(__file__), "--worker", *argv]
+    for attempt in range(args.max_restarts + 1):
+        env = dict(os.environ, WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(free_port()), TORCHELASTIC_RESTART_COUNT=str(attempt),
+                   TORCHELASTIC_MAX_RESTARTS=str(args.max_restarts))
+        ranks = [subprocess.Popen(worker, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+                 for r in range(args.nproc)]
+        failed = None
+        while failed is None and any(p.poll() is None for p in ranks):
+            failed = next((r for r, p in enumerate(ranks) if p.poll() not in (None, 0)), None)
+            time.sleep(0.01)
+        failed = next((r for r, p in enumerate(ranks) if p.poll() not in (None, 0)), failed)
+        if failed is None:
+            return 0
+        for p in ranks:  # every rank goes: the survivors wait in a collective that never ends
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in ranks:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        print(f"twin: attempt {attempt}: rank {failed} exited with code "
+              f"{ranks[failed].returncode}", file=sys.stderr)
+    return 1
+
+
+# ---- A worker: one rank ---------------------------------------------------------------------
+
+def make_dataset(torch, n, seed):
+    g = torch.Generator()
+    g.manual_seed(seed)
+    kx = torch.randint(0, STEPS, (n,), generator=g).tolist()
+    kn = torch.randint(0, STEPS, (n,), generator=g).tolist()
+    x = torch.tensor([4.0 * k / STEPS - 2.0 for k in kx], dtype=torch.float32).tolist()
+    y = [3.0 * xi + 2.0 + (k / STEPS - 0.5) * 0.2 for xi, k in zip(x, kn)]
+    return x, torch.tensor(y, dtype=torch.float32).tolist()
+
+
+def initial_weights(torch, model, seed, rank):
+    g = torch.Generator()
+    g.manual_seed(seed + 1 + rank)
+    k = torch.randint(0, STEPS, (2,), generator=g).tolist()
+    with torch.no_grad():
+        model.weight.fill_(k[0] / float(1 << 23) - 1.0)
+        model.bias.fill_(k[1] / float(1 << 23) - 1.0)
+
+
+def jittered_batch(torch, data, batch, jitter):
+    """Each sample's x moved by up to +-0.05, one draw of this rank's generator per sample."""
+    k = torch.randint(0, STEPS, (len(batch),), generator=jitter).tolist()
+    x = [data[0][i] + (d / STEPS - 0.5) * 0.1 for i, d in zip(batch, k)]
+    y = [data[1][i] for i in batch]
+    return (torch.tensor(x, dtype=torch.float32).reshape(-1, 1),
+            torch.tensor(y, dtype=torch.float32).reshape(-1, 1))
+
+
+def hexf(v):
+    """printf's %a for a float32 value: 0x1.85d488p+1."""
+    mantissa, _, exponent = float(v).hex().partition("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}"
+
+
+def fingerprint(tensors):
+    """dist::fingerprint: FNV-1a over the float32 bytes of each tensor, in order."""
+    h = 14695981039346656037
+    for t in tensors:
+        for byte in t.detach().contiguous().numpy().tobytes():
+            h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import BatchSampler
+    from torch.utils.data.distributed import DistributedSampler
+
+    # Step 1: join the group, and learn which attempt this is
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    PREFIX.update(rank=rank, world=world)
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    crash_rank = world - 1 if args.crash_rank < 0 else args.crash_rank
+    data = make_dataset(torch, args.samples, args.seed)
+
+    # Step 2: the model, the optimizer (momentum is state), this rank's generator, the sampler
+    model = nn.Linear(1, 1)
+    initial_weights(torch, model, args.seed, rank)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    jitter = torch.Generator()
+    jitter.manual_seed(args.seed + 1000 + rank)
+    sampler = DistributedSampler(range(args.samples), seed=args.seed)
+    steps_per_epoch = -(-len(sampler) // args.batch_size)
+    total = steps_per_epoch * args.epochs
+
+    # Step 3: load the snapshot a previous attempt left, if any: every rank reads it
+    done = 0
+    if os.path.exists(args.snapshot):
+        snapshot = torch.load(args.snapshot)
+        model.load_state_dict(snapshot["model"])
+        optimizer.load_state_dict(snapshot["optimizer"])
+        jitter.set_state(snapshot["generators"][rank])
+        done = snapshot["steps_done"]
+        out0(f"attempt {attempt}: resumed from {args.snapshot} at step {done} (epoch "
+             f"{done // steps_per_epoch}, step {done % steps_per_epoch} of {steps_per_epoch})")
+    else:
+        out0(f"attempt {attempt}: no snapshot at {args.snapshot}, starting at step 0 of {total}")
+    resumed_at = done
+
+    # Step 4: wrap it (rank 0's weights everywhere)
+    ddp = DDP(model)
+    criterion = nn.MSELoss()
+
+    # Step 5: train from the exact sample the snapshot left off at
+    epoch, step = divmod(done, steps_per_epoch)
+    while epoch < args.epochs:
+        sampler.set_epoch(epoch)
+        batches = list(BatchSampler(sampler, args.batch_size, drop_last=False))
+        for batch in batches[step:]:
+            if attempt == 0 and done == args.crash_at_step and rank == crash_rank:
+                out(f"crashing on purpose before step {done} (attempt {attempt})")
+                os._exit(1)
+            x, y = jittered_batch(torch, data, batch, jitter)
+            optimizer.zero_grad()
+            criterion(ddp(x), y).backward()
+            optimizer.step()
+            done += 1
+            if done % args.snapshot_every == 0:
+                save_snapshot(torch, dist, args, done, model, optimizer, jitter)
+        epoch, step = epoch + 1, 0
+
+    # Step 6: the final weights, bit for bit
+    w, b = model.weight.item(), model.bias.item()
+    out(f"final: w = {hexf(w)} ({w:.6f}), b = {hexf(b)} ({b:.6f})")
+    buffers = [optimizer.state[p]["momentum_buffer"] for p in model.parameters()
+               if "momentum_buffer" in optimizer.state[p]]
+    out0(f"fingerprint of the model and the optimizer: "
+         f"{fingerprint([model.weight, model.bias, *buffers])}")
+    loss = sum((w * xi + b - yi) ** 2 for xi, yi in zip(*data)) / len(data[0])
+    out0(f"loss on all {args.samples} samples: {loss:.6g}")
+
+    # Step 7: the replicas' check, then close the job and its snapshot
+    mine = torch.tensor([w, b], dtype=torch.float32)
+    everyone = [torch.empty(2) for _ in range(world)]
+    dist.all_gather(everyone, mine)
+    ok = torch.tensor([int(all(torch.equal(t, mine) for t in everyone) and done == total)])
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if rank == 0:
+        if os.path.exists(args.snapshot):
+            os.remove(args.snapshot)
+        if ok.item() == 1:
+            out0(f"OK: the replicas are bit-identical, and the job resumed at its snapshot's step "
+                 f"({resumed_at})")
+        else:
+            out0("MISMATCH: the replicas differ, or the job did not reach its last step")
+    dist.destroy_process_group()
+    return 0 if ok.item() == 1 or rank != 0 else 1
+
+
+def save_snapshot(torch, dist, args, done, model, optimizer, jitter):
+    """Every rank gathers its generator state to rank 0 (a collective); rank 0 writes the file
+    whole or not at all: torch.save to a temporary name, then os.replace over the old one."""
+    state = jitter.get_state()
+    states = [torch.empty_like(state) for _ in range(dist.get_world_size())]
+    dist.gather(state, states if dist.get_rank() == 0 else None, dst=0)
+    if dist.get_rank() != 0:
+        return
+    temporary = f"{args.snapshot}.tmp.{os.getpid()}"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "generators": states, "steps_done": done}, temporary)
+    os.replace(temporary, args.snapshot)
+
+
+def main():
+    argv = sys.argv[1:]
+    args = flags(argv)
+    if args.worker:
+        return worker(args)
+    return launch(args, [a for a in argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
