@@ -17,7 +17,7 @@ namespace dist::backends {
 LoopWaker::LoopWaker(gloo::transport::tcp::Device& device) {
   fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (fd_ < 0) throw Error(std::string("eventfd for Gloo's event loop: ") + std::strerror(errno));
-  // Level-triggered (Gloo registers without EPOLLET): readable means a turn after every turn.
+  // Level-triggered (no EPOLLET): while the counter is not 0, every epoll_wait returns at once.
   device.registerDescriptor(fd_, EPOLLIN, this);
 }
 
@@ -32,7 +32,7 @@ void LoopWaker::arm(Clock::duration limit) {
   if (armed_) return;
   armed_ = true;
   const std::uint64_t one = 1;
-  // The counter only saturates after 2^64 - 2 writes; a failed write leaves Gloo's own 10 ms.
+  // Adding 1 to a counter of 0 cannot fail; if it did, the waits would last Gloo's 10 ms.
   [[maybe_unused]] const ssize_t written = ::write(fd_, &one, sizeof one);
 }
 
