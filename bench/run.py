@@ -6,7 +6,9 @@
 
 What it runs, in this order (each program checks its own results; a wrong result fails the run):
   1. bench_loopback: one byte there and back on 127.0.0.1, the floor for small messages
-  2. bench_init and bench/torch_init.py: launch to an initialised 2-rank group, median of --repeat
+  2. bench_init and bench/torch_init.py: launch to an initialised 2-rank group, median of --repeat;
+     then bench/job_life.py: a 2-rank job's whole life (chapter 01 under ddprun, and PyTorch's
+     2-rank job), wall and CPU time from outside, --life-runs runs each
   3. bench_collectives and bench/torch_collectives.py at each --worlds size: the nccl-tests rows,
      --sweeps times each, alternating; a row keeps its best time
   4. chapters 08 and 09 and their twins, as taught (default flags) plus --throughput, at 1 and 2
@@ -69,6 +71,16 @@ def init_times(args):
     return result
 
 
+def job_life(args):
+    """bench/job_life.py: chapter 01's 2-rank job under ddprun, the same job without ddprun, and
+    PyTorch's 2-rank job, from start to the last exit."""
+    path = os.path.join(args.out, "job_life.json")
+    sys.stdout.write(run([PYTHON, os.path.join(ROOT, "bench", "job_life.py"), "--bin", args.bin,
+                          "--runs", str(args.life_runs), "--json", path]))
+    with open(path) as f:
+        return json.load(f)
+
+
 def collectives(args):
     """Every row is the best of --sweeps sweeps, the two sides alternating, so that a noisy minute
     on this shared machine hits both sides alike; #wrong adds up over all sweeps."""
@@ -123,7 +135,7 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
-def report(args, rtt, init, rows, speed):
+def report(args, rtt, init, life, rows, speed):
     by = {(r["impl"], r["op"], r["world"], r["bytes"]): r for r in rows}
     lines = ["# Benchmark report", "",
              f"Machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; sizes up to "
@@ -159,6 +171,10 @@ def report(args, rtt, init, rows, speed):
     lines.append(f"| launch to initialised 2-rank group | {init['dist']['median_ms']:.1f} ms vs "
                  f"{init['torch']['median_ms']:.1f} ms = {init_ratio:.3f}× | ≤ 0.05× | "
                  f"{verdict(init_ratio <= 0.05)} |")
+    life_ms = life["ddprun"]["wall"]["median_ms"]
+    lines.append(f"| a 2-rank job's whole life (chapter 01 under ddprun): wall time | "
+                 f"{life_ms:.1f} ms (torch {life['torch']['wall']['median_ms']:.0f} ms) | "
+                 f"< 15 ms | {verdict(life_ms < 15)} |")
     for chapter, target in (("08", 5.0), ("09", 1.5)):
         ratios = [sp[(chapter, w, "dist")] / sp[(chapter, w, "torch")] for w in (1, 2)]
         lines.append(f"| chapter {chapter} samples/s vs its twin (1 and 2 ranks) | "
@@ -175,7 +191,21 @@ def report(args, rtt, init, rows, speed):
               f"Launch to an initialised 2-rank group, median of {args.repeat}: dist "
               f"{init['dist']['median_ms']:.1f} ms, torch {init['torch']['median_ms']:.1f} ms "
               "(`import torch` included: a PyTorch program pays it). Loopback round trip of one byte: "
-              f"median {rtt['median_us']:.1f} µs, 10th percentile {rtt['p10_us']:.1f} µs.", ""]
+              f"median {rtt['median_us']:.1f} µs, 10th percentile {rtt['p10_us']:.1f} µs.", "",
+              "## A job's whole life", "",
+              f"From the start of the first process to the exit of the last, {life['runs']} runs "
+              "each, measured from outside (CPU: user + system of every process). ratio = job / "
+              "torch's.", "",
+              "| job | wall median (ms) | wall min–max (ms) | CPU median (ms) | wall ratio |",
+              "|---|---|---|---|---|"]
+    for name, what in (("ddprun", "chapter 01 under `ddprun --standalone --nproc-per-node 2`"),
+                       ("direct", "chapter 01, two processes started with RANK etc."),
+                       ("torch", "PyTorch's 2-rank gloo job, started the same way")):
+        w, c = life[name]["wall"], life[name]["cpu"]
+        lines.append(f"| {what} | {w['median_ms']:.1f} | {w['min_ms']:.1f}–{w['max_ms']:.1f} | "
+                     f"{c['median_ms']:.1f} | "
+                     f"{w['median_ms'] / life['torch']['wall']['median_ms']:.4f}× |")
+    lines.append("")
     # ---- collectives
     for world in args.worlds:
         for op in OPS:
@@ -242,14 +272,16 @@ def main():
     p.add_argument("--sweeps", type=int, default=2,
                    help="sweeps of the collectives and training runs per side, alternating; "
                         "each row keeps its best (default 2)")
+    p.add_argument("--life-runs", type=int, default=10,
+                   help="runs of each whole 2-rank job in bench/job_life.py (default 10)")
     p.add_argument("--quick", action="store_true",
-                   help="sizes to 1 MiB, 1 init run and 1 sweep: a smoke test")
+                   help="sizes to 1 MiB, 1 init run, 3 job-life runs and 1 sweep: a smoke test")
     args = p.parse_args()
     args.worlds = [int(w) for w in args.worlds.split(",")]
     if args.quick:
-        args.max_mib, args.repeat, args.sweeps = 1, 1, 1
-    if args.sweeps < 1 or args.repeat < 1:
-        sys.exit("bench: --sweeps and --repeat must be at least 1")
+        args.max_mib, args.repeat, args.sweeps, args.life_runs = 1, 1, 1, 3
+    if args.sweeps < 1 or args.repeat < 1 or args.life_runs < 1:
+        sys.exit("bench: --sweeps, --repeat and --life-runs must be at least 1")
     if not os.path.exists(os.path.join(args.bin, "bench_collectives")):
         sys.exit(f"bench: no bench_collectives in {args.bin}: build first "
                  "(cmake --workflow --preset release, or ./tutorial bench)")
@@ -257,10 +289,11 @@ def main():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     rtt = loopback(args)
     init = init_times(args)
+    life = job_life(args)
     rows = collectives(args)
     speed = throughput(args)
     wrong = sum(r["wrong"] for r in rows)
-    report(args, rtt, init, rows, speed)
+    report(args, rtt, init, life, rows, speed)
     plots(args, rows)
     log(f"report: {os.path.join(args.out, 'report.md')}")
     if wrong:

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "backends/common.h"
+#include "backends/gloo_loop.h"
 #include "backends/gloo_mesh.h"
 #include "dist/check.h"
 #include "util/text.h"
@@ -29,22 +30,33 @@
 namespace dist::backends {
 namespace {
 
+// How long the loop keeps turning after this rank reads a peer's address (gloo_loop.h). Gloo
+// connects the pair within microseconds of the read; a pair whose listening side waits for a
+// slow peer stops the spin here, and then waits as Gloo alone would.
+constexpr auto kConnectTurns = std::chrono::milliseconds(1);
+
 // Gloo's view of our store: its rendezvous writes each rank's addresses under keys "0".."N-1".
-// A prefix keeps the two meshes' keys apart.
+// A prefix keeps the two meshes' keys apart. Gloo waits for a peer's key, reads it, and connects
+// the pair at once; the read arms the waker for that connection, the next wait disarms it.
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(dist::Store& store, std::string prefix)
-      : store_(store), prefix_(std::move(prefix)) {}
+  StoreAdapter(dist::Store& store, std::string prefix, LoopWaker& waker)
+      : store_(store), prefix_(std::move(prefix)), waker_(waker) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     store_.set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
     const std::string v = store_.get(prefix_ + key);
+    waker_.arm(kConnectTurns);
     return std::vector<char>(v.begin(), v.end());
   }
-  void wait(const std::vector<std::string>& keys) override { store_.wait(prefixed(keys)); }
+  void wait(const std::vector<std::string>& keys) override {
+    waker_.disarm();
+    store_.wait(prefixed(keys));
+  }
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
+    waker_.disarm();
     store_.wait(prefixed(keys), timeout);
   }
 
@@ -56,6 +68,37 @@ class StoreAdapter : public gloo::rendezvous::Store {
   }
   dist::Store& store_;
   std::string prefix_;
+  LoopWaker& waker_;
+};
+
+// Everything a Gloo group owns. Gloo's loop belongs to the device and reads the waker's
+// eventfd, so the waker is declared first and goes last, after the device; and every pair and
+// the device wait for a turn of the loop as they close, so the teardown keeps it turning.
+struct GlooConnections {
+  std::unique_ptr<LoopWaker> waker;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::Context> context;  // Gloo's own mesh, for its algorithms
+  std::shared_ptr<gloo::Context> sync;     // the synchronous mesh's pairs
+  std::unique_ptr<MeshCollectives> mesh;   // which runs on them (gloo_mesh.h)
+
+  GlooConnections() = default;
+  GlooConnections(const GlooConnections&) = delete;
+  GlooConnections& operator=(const GlooConnections&) = delete;
+  ~GlooConnections() {
+    if (!waker) return;
+    waker->arm();
+    mesh.reset();
+    sync.reset();
+    context.reset();
+    const std::weak_ptr<gloo::transport::Device> still = device;
+    device.reset();
+    if (!still.expired()) {
+      // Something else still holds the device, and its loop may still read the eventfd: the
+      // waker must outlive it, so it stays allocated (one eventfd, never read again).
+      waker->disarm();
+      static_cast<void>(waker.release());
+    }
+  }
 };
 
 template <typename T, typename Op>
@@ -135,11 +178,12 @@ bool any_cuda(const std::vector<Tensor>& tensors) {
 
 class ProcessGroupGloo : public ProcessGroup {
  public:
-  ProcessGroupGloo(int rank, int size, std::shared_ptr<gloo::Context> context,
-                   std::unique_ptr<MeshCollectives> mesh, std::chrono::milliseconds timeout)
+  ProcessGroupGloo(int rank, int size, std::unique_ptr<GlooConnections> connections,
+                   std::chrono::milliseconds timeout)
       : ProcessGroup(rank, size, "gloo", timeout),
-        context_(std::move(context)),
-        mesh_(std::move(mesh)) {}
+        connections_(std::move(connections)),
+        context_(connections_->context),
+        mesh_(*connections_->mesh) {}
   ~ProcessGroupGloo() override { stop_async(); }
 
  protected:
@@ -148,7 +192,7 @@ class ProcessGroupGloo : public ProcessGroup {
   void do_all_reduce(Tensor& tensor, ReduceOp op) override {
     if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { do_all_reduce(t, op); });
     gloo_call([&] {
-      mesh_->all_reduce(tensor.data(), signature(tensor, op), reducer(tensor.dtype(), op));
+      mesh_.all_reduce(tensor.data(), signature(tensor, op), reducer(tensor.dtype(), op));
     });
     if (op == ReduceOp::AVG) tensor /= static_cast<std::int64_t>(size());
   }
@@ -172,7 +216,7 @@ class ProcessGroupGloo : public ProcessGroup {
     if (own.data() != input.data()) own.copy_(input);
     std::vector<void*> segments;
     for (Tensor& t : outputs) segments.push_back(t.data());
-    gloo_call([&] { mesh_->all_gather(segments, signature(input, std::nullopt)); });
+    gloo_call([&] { mesh_.all_gather(segments, signature(input, std::nullopt)); });
   }
 
   void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
@@ -183,7 +227,7 @@ class ProcessGroupGloo : public ProcessGroup {
     std::vector<const void*> in;
     for (const Tensor& t : inputs) in.push_back(t.data());
     gloo_call([&] {
-      mesh_->reduce_scatter(in, output.data(), signature(output, op), reducer(output.dtype(), op));
+      mesh_.reduce_scatter(in, output.data(), signature(output, op), reducer(output.dtype(), op));
     });
     if (op == ReduceOp::AVG) output /= static_cast<std::int64_t>(size());
   }
@@ -270,7 +314,7 @@ class ProcessGroupGloo : public ProcessGroup {
   void close() noexcept override {
     try {
       context_->closeConnections();
-      mesh_->close();
+      mesh_.close();
     } catch (...) {
     }
   }
@@ -316,8 +360,9 @@ class ProcessGroupGloo : public ProcessGroup {
     });
   }
 
-  std::shared_ptr<gloo::Context> context_;
-  std::unique_ptr<MeshCollectives> mesh_;
+  std::unique_ptr<GlooConnections> connections_;  // declared first: destroyed last
+  const std::shared_ptr<gloo::Context> context_;
+  MeshCollectives& mesh_;
 };
 
 }  // namespace
@@ -330,30 +375,39 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
   } else {
     attr.hostname = options.hostname;
   }
-  std::shared_ptr<gloo::rendezvous::Context> context, sync;
-  std::unique_ptr<MeshCollectives> mesh;
+  auto connections = std::make_unique<GlooConnections>();  // on an error, torn down like a group
+  GlooConnections& c = *connections;
   with_gloo_errors(
       [&] {
-        auto device = gloo::transport::tcp::CreateDevice(attr);
-        context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        c.device = gloo::transport::tcp::CreateDevice(attr);
+        c.waker =
+            std::make_unique<LoopWaker>(dynamic_cast<gloo::transport::tcp::Device&>(*c.device));
+        auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        c.context = context;
         context->setTimeout(options.connect_timeout);
-        StoreAdapter adapter(store, "");
-        context->connectFullMesh(adapter, device);
+        StoreAdapter adapter(store, "", *c.waker);
+        context->connectFullMesh(adapter, c.device);
         // The synchronous mesh (see gloo_mesh.h). Its pairs take their sockets' timeout from the
         // context: the collectives' timeout. Every peer is connected to this rank already, so
         // connecting it cannot wait for a missing one.
-        sync = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        auto sync = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        c.sync = sync;
         sync->setTimeout(options.timeout);
-        StoreAdapter sync_adapter(store, "sync/");
-        sync->connectFullMesh(sync_adapter, device);
+        StoreAdapter sync_adapter(store, "sync/", *c.waker);
+        sync->connectFullMesh(sync_adapter, c.device);
+        c.waker->disarm();
         // Like torch, finish with a barrier: once this returns every rank is connected, so a
         // rank that exits right after init cannot break a peer that is still connecting. It
         // uses a tag of its own and is not counted among the user's collectives.
-        gloo::BarrierOptions barrier(context);
+        gloo::BarrierOptions barrier(c.context);
         barrier.setTag(0xfffffff0u);
         barrier.setTimeout(options.connect_timeout);
         gloo::barrier(barrier);
-        mesh = std::make_unique<MeshCollectives>(sync, rank, size);
+        c.waker->arm();  // each pair's switch to synchronous mode waits for a turn of the loop
+        c.mesh = std::make_unique<MeshCollectives>(sync, rank, size);
+        c.waker->disarm();
+        c.mesh->size_send_buffers();
+        context->setTimeout(options.timeout);
       },
       [&](const std::string& detail) {
         throw Error("gloo could not connect rank " + std::to_string(rank) +
@@ -363,9 +417,7 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
                     ". Check that every rank can reach every other on that address (firewall, "
                     "DIST_IFNAME).");
       });
-  context->setTimeout(options.timeout);
-  return std::make_unique<ProcessGroupGloo>(rank, size, std::move(context), std::move(mesh),
-                                            options.timeout);
+  return std::make_unique<ProcessGroupGloo>(rank, size, std::move(connections), options.timeout);
 }
 
 }  // namespace dist::backends

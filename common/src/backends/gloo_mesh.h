@@ -63,10 +63,14 @@ class MeshCollectives {
     std::optional<ReduceOp> op;
   };
 
-  // Switches every pair of `context` (a full mesh, connected) to synchronous mode, registers
-  // the fixed buffers and makes one exchange of full-size pieces, so that the sockets' send
-  // buffers are sized for the largest message from the first call on.
+  // Switches every pair of `context` (a full mesh, connected) to synchronous mode and registers
+  // the fixed buffers. Each switch waits for a turn of Gloo's event loop (gloo_loop.h).
   MeshCollectives(std::shared_ptr<gloo::Context> context, int rank, int size);
+
+  // Makes one exchange of full-size pieces with every peer, so that the sockets' send buffers
+  // are sized for the largest message from the first call on. Call it once, on every rank,
+  // before the first collective.
+  void size_send_buffers();
 
   // `data` holds numel elements; afterwards their reduction over every rank.
   void all_reduce(void* data, const Signature& call, const Reduce& reduce);

@@ -85,7 +85,10 @@ class TCPStore::Client {
   }
 
   // Connects and says hello, retrying while the server is not up yet (or still serving the
-  // previous generation) until `deadline`.
+  // previous generation) until `deadline`. This is the one back-off left in a job's start: a
+  // refused connection gives nothing to wait on, so the retry pauses 5, 10, 20 ... ms. ddprun
+  // starts rank 0 first, so the other ranks rarely arrive before its store listens; when they
+  // do (a loaded machine), it costs them 5 to 15 ms (bench/README.md, "A job's whole life").
   void connect(Deadline deadline) {
     auto pause = std::chrono::milliseconds(5);
     for (;;) {
