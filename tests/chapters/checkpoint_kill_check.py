@@ -64,7 +64,7 @@ def killed_job(bin_dir, data, ckpt, after_s):
     cmd = ddprun(bin_dir, 2, [f"{bin_dir}/ch09_ddp_classifier", "--data-dir", data, *SMALL,
                               "--epochs", "3", "--checkpoint", ckpt])
     job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)  # ddprun and its ranks share a group
+                           start_new_session=True)  # killed whole: ddprun, and its ranks with it (PR_SET_PDEATHSIG)
     try:
         job.wait(timeout=after_s)
         return "finished before the kill"

@@ -173,3 +173,26 @@ TEST(DdprunFlight, ParsesEveryFieldBack) {
 }
 
 }  // namespace
+
+// A restarted job (--max-restarts): the failed attempt's records move to attempt_K/, so that the
+// next attempt's ranks write into an empty folder, and a job that then succeeds keeps them.
+TEST(DdprunFlight, KeepsAFailedAttemptsRecordsApartFromTheNextAttempt) {
+  Folder dir;
+  const Step barrier = {"barrier", "", "", 0, State::kStarted};
+  dir.write(0, 2, {kSum, with_state(kSum, State::kTimedOut)}, "timeout");
+  dir.write(1, 2, {kSum, barrier});
+  const ddprun::FlightDir flight{dir.path(), true};
+  ddprun::report_flight_attempt(flight, 0, {0, 1});
+  EXPECT_TRUE(ddprun::diagnose_flight(dir.path(), {0, 1}).empty());
+  EXPECT_EQ(ddprun::diagnose_flight(dir.path() + "/attempt_0", {0, 1}).size(), 3U);
+  ddprun::report_flight(flight, 0, {0, 1});  // attempt 1 succeeded
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/attempt_0/rank_1.json"));
+}
+
+TEST(DdprunFlight, RemovesItsFolderAfterASuccessWithNoFailedAttempt) {
+  Folder dir;
+  const ddprun::FlightDir flight{dir.path(), true};
+  ddprun::report_flight_attempt(flight, 0, {0, 1});  // attempt 0 left no record
+  ddprun::report_flight(flight, 0, {0, 1});
+  EXPECT_FALSE(std::filesystem::exists(dir.path()));
+}

@@ -250,6 +250,45 @@ FlightDir prepare_flight_dir() {
   return {pattern, true};
 }
 
+namespace {
+
+bool is_record(const std::filesystem::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
+  return name.rfind("rank_", 0) == 0 && entry.path().extension() == ".json";
+}
+
+// The folders report_flight_attempt kept, "attempt_0", "attempt_1", ...: records of attempts that
+// failed and were restarted.
+bool has_kept_attempts(const std::string& dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().filename().string().rfind("attempt_", 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void report_flight_attempt(const FlightDir& dir, int attempt, const std::vector<int>& local_ranks) {
+  if (dir.path.empty()) return;
+  const std::vector<std::string> lines = diagnose_flight(dir.path, local_ranks);
+  if (lines.empty()) return;
+  const std::string kept = dir.path + "/attempt_" + std::to_string(attempt);
+  say("attempt " + std::to_string(attempt) + ": who was where, from the ranks' flight records (" +
+      kept + "):");
+  for (const std::string& line : lines) say("  " + line);
+  std::error_code error;
+  std::filesystem::create_directory(kept, error);
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path, error)) {
+    if (!is_record(entry)) continue;
+    std::filesystem::rename(entry.path(), kept + "/" + entry.path().filename().string(), error);
+    if (error) {
+      say("could not keep " + entry.path().string() + " in " + kept + ": " + error.message() +
+          "; the next attempt may write over it");
+    }
+  }
+}
+
 void report_flight(const FlightDir& dir, int exit_code, const std::vector<int>& local_ranks) {
   if (dir.path.empty()) return;
   const std::vector<std::string> lines =
@@ -257,6 +296,10 @@ void report_flight(const FlightDir& dir, int exit_code, const std::vector<int>& 
   if (!lines.empty()) {
     say("who was where, from the ranks' flight records in " + dir.path + ":");
     for (const std::string& line : lines) say("  " + line);
+    return;
+  }
+  if (has_kept_attempts(dir.path)) {
+    say("the flight records of the attempts that failed are kept in " + dir.path + "/attempt_K/");
     return;
   }
   std::error_code ignored;

@@ -60,8 +60,14 @@ struct FlightDir {
 // a notice, not an error: the job runs without records.
 FlightDir prepare_flight_dir();
 
+// Between attempts (--max-restarts): when the attempt that failed left records, prints its
+// diagnosis, then moves its records to DIR/attempt_K/, so that the next attempt writes into an
+// empty folder and this one's are kept.
+void report_flight_attempt(const FlightDir& dir, int attempt, const std::vector<int>& local_ranks);
+
 // After the job: when it failed and records exist, prints "who was where" and the diagnosis,
-// and names the folder. A temporary folder is removed when the job succeeded or left no record.
+// and names the folder. A temporary folder is removed when the job succeeded or left no record,
+// unless it keeps the records of attempts that failed.
 void report_flight(const FlightDir& dir, int exit_code, const std::vector<int>& local_ranks);
 
 }  // namespace ddprun

@@ -154,6 +154,10 @@ int main(int argc, char** argv) {
 
   // The ranks' flight records (flight.h): DIST_TRACE_DIR as exported, or a folder ddprun makes.
   const ddprun::FlightDir flight = ddprun::prepare_flight_dir();
+  std::vector<int> local_ranks;  // the global ranks of this machine, whose records it reads
+  for (int i = 0; i < options.nproc_per_node; ++i) {
+    local_ranks.push_back(options.node_rank * options.nproc_per_node + i);
+  }
 
   // ---- Step 3: hold SIGCHLD, SIGINT, SIGTERM and SIGHUP, so none is lost while ranks start
   const ddprun::SignalMasks masks = ddprun::block_watched_signals();
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
       if (std::optional<ddprun::Launch> refused = join_attempt(attempt)) return *refused;
     }
     if (attempt > 0) {
+      ddprun::report_flight_attempt(flight, attempt - 1, local_ranks);
       try {
         logs->begin_attempt(attempt);
       } catch (const ddprun::UsageError& e) {
@@ -261,10 +266,6 @@ int main(int argc, char** argv) {
     ddprun::say("each rank's own output: " + logs->attempt_dir() + "/LOCAL_RANK/");
   }
   // ---- Step 6: a failed job: who was where, from the ranks' flight records
-  std::vector<int> local_ranks;
-  for (int i = 0; i < options.nproc_per_node; ++i) {
-    local_ranks.push_back(options.node_rank * options.nproc_per_node + i);
-  }
   ddprun::report_flight(flight, exit_code, local_ranks);
   return exit_code;
 }

@@ -120,24 +120,40 @@ class Exercise:
 
 
 def run_ddprun(bin_dir, program, world, args, deadline_s, env=None):
-    """`ddprun --standalone --nproc-per-node WORLD PROGRAM ARGS...`, killed with its ranks (its whole
-    process group) at the deadline: a grader never hangs."""
+    """`ddprun --standalone --nproc-per-node WORLD PROGRAM ARGS...`, stopped with its ranks at the
+    deadline (stop_group): a grader never hangs."""
     command = [os.path.join(bin_dir, "ddprun"), "--standalone", "--nproc-per-node", str(world),
                program, *args]
     return run_command(command, world, deadline_s, env)
 
 
+# How long a job stopped at its deadline gets between SIGTERM and SIGKILL: ddprun's grace period
+# (3 s) and a little more, so that ddprun can stop its ranks' own process groups itself.
+STOP_GRACE_S = 5
+
+
+def stop_group(proc):
+    """Stops the process group `proc` leads: SIGTERM first (ddprun passes it on to each rank's
+    group, which a SIGKILL of ddprun could not: the ranks' children would outlive it), SIGKILL
+    after STOP_GRACE_S. Returns what the job wrote, as communicate() does."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate()
+
+
 def run_command(command, world, deadline_s, env=None):
     """Any command that runs a job of `world` ranks (a driver, a script), in a process group of its
-    own that is killed whole at the deadline."""
+    own that is stopped whole at the deadline (stop_group)."""
     full_env = dict(os.environ, **(env or {}))
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=full_env, start_new_session=True) as proc:
         try:
             out, err = proc.communicate(timeout=deadline_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            out, err = stop_group(proc)
             raise Fail(f"the job on {world} ranks did not end within {deadline_s} s; it was "
                        f"stopped. Last lines:\n{Run(world, -9, out, err).tail()}",
                        "a rank waits for a collective the others never call: every rank must "
