@@ -119,6 +119,8 @@ def lost_case(machines, bin_dir):
     ok = check(code == 1, f"lost: machine A's ddprun exits 1 (got {code})")
     ok &= check("node 1 did not join attempt 1 within 3 s (--join-timeout)" in err,
                 "lost: machine A names node 1 after the join timeout")
+    ok &= check("ddprun: attempt 1: node 1 did not join attempt 1 within 3 s" in err,
+                "lost: machine A's summary ends with the attempt that never started, and why")
     ok &= check(2.5 < seconds < 15, f"lost: machine A ends {seconds:.1f} s after B's ddprun was "
                 "killed (the 3 s join timeout, plus stopping its ranks)")
     return ok

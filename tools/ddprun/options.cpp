@@ -413,7 +413,8 @@ Each rank gets the rest of ddprun's environment, plus:
   DIST_TRACE_DIR      where each rank of a dist program writes its flight record
                       (rank_R.json: its last collectives) on a timeout, a failure, SIGTERM,
                       SIGUSR1 or a crash; unless exported: a new $TMPDIR/ddprun_flight_XXXXXX,
-                      removed after a run that succeeded or left no record
+                      removed after a run that succeeded or left no record; a restarted
+                      attempt's records are kept in attempt_K/ inside it
                       (DIST_TRACE_BUFFER_SIZE: collectives kept, default 256)
 
 When a rank fails (a non-zero exit code, or killed by a signal), ddprun sends SIGTERM to the

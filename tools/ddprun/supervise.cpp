@@ -214,7 +214,8 @@ void Supervisor::start_attempt() {
   say("error: " + launch.error);
   if (!launch.hint.empty()) say("hint: " + launch.hint);
   cannot_start_ = true;  // a restart would fail the same way
-  stop_all(SIGTERM, launch.exit_code, "stopped the ranks already running");
+  stop_all(SIGTERM, launch.exit_code,
+           ranks_.empty() ? launch.error : "stopped the ranks already running");
 }
 
 // Until every rank of this attempt, and everything they started, is gone.
@@ -459,6 +460,10 @@ void Supervisor::print_summary() const {
   const std::string exits = "ddprun exits " + std::to_string(exit_code_);
   if (!stopping_) {  // restarted, and then every rank of the last attempt exited 0
     say(last + " every rank exited 0; " + exits);
+    return;
+  }
+  if (ranks_.empty()) {  // the attempt never started (the other machines did not come)
+    say(last + " " + why_ended_ + "; " + exits);
     return;
   }
   if (max_restarts_ > 0) say(last);
