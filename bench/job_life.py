@@ -4,9 +4,12 @@ exit of its last process, beside PyTorch's 2-rank job doing the same.
 
     bench/job_life.py --bin build/release/bin --runs 10 [--json FILE]
 
-Three jobs, run in turn (one run of each, then the next round), each --runs times:
+Four jobs, run in turn (one run of each, then the next round), each --runs times:
   ddprun   ddprun --standalone --nproc-per-node 2 ch01_get_dist_info: the launcher, both ranks,
            their rendezvous, Gloo's connections, chapter 01's calls, and the teardown
+  floor    ddprun --standalone --nproc-per-node 2 ch01_get_dist_info --help: the same three
+           processes, started, loaded and ended, doing nothing else: what no change to the
+           rendezvous, Gloo or the teardown can take away (exec, the dynamic loader, page faults)
   direct   ch01_get_dist_info started twice by this script with RANK, WORLD_SIZE, MASTER_ADDR and
            MASTER_PORT set: the same job without the launcher
   torch    bench/torch_job_life.py started the same way: init_process_group("gloo"),
@@ -88,6 +91,9 @@ def jobs(bin_dir):
     return {
         "ddprun": (lambda: [([os.path.join(bin_dir, "ddprun"), "--standalone",
                               "--nproc-per-node", "2", ch01], dict(os.environ))], ours),
+        "floor": (lambda: [([os.path.join(bin_dir, "ddprun"), "--standalone",
+                             "--nproc-per-node", "2", ch01, "--help"], dict(os.environ))],
+                  ["usage: ch01_get_dist_info [flags]"]),
         "direct": (lambda: (lambda port: [([ch01], rank_env(r, port)) for r in (0, 1)])(free_port()),
                    ours),
         "torch": (lambda: (lambda port: [([PYTHON, twin], rank_env(r, port)) for r in (0, 1)])(

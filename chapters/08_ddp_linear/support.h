@@ -5,6 +5,8 @@
 #include <dist/dist.h>
 #include <dist/nn.h>
 
+#include "post_b_data.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,18 +26,6 @@ struct Flags {
 };
 // The parsed flags, or nothing after --help (the program then exits 0).
 std::optional<Flags> parse_flags(int argc, char** argv);
-
-// Post B's data, y = 3x + 2 + noise, made so that C++ and PyTorch build the same bits: every
-// value comes from torch.randint's draws (dist::randint is the same generator, draw for draw).
-// x is uniform in [-2, 2) and the noise uniform in [-0.1, 0.1). The same on every rank.
-struct Dataset {
-  std::vector<float> x, y;
-};
-Dataset make_dataset(int n, int seed);
-
-// A rank's own initial weights, uniform in [-1, 1), from a generator seeded seed + 1 + rank: each
-// replica starts somewhere else, as models seeded per rank (chapter 06) do.
-dist::LinearInit initial_weights(int seed, int rank);
 
 // The rows `batch` of the dataset, as float32 tensors x and y on `device`.
 std::pair<dist::Tensor, dist::Tensor> batch_tensors(const Dataset& d,

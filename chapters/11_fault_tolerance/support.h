@@ -5,6 +5,8 @@
 #include <dist/dist.h>
 #include <dist/nn.h>
 
+#include "../08_ddp_linear/post_b_data.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,12 +33,11 @@ std::optional<Flags> parse_flags(int argc, char** argv);
 int restart_count();
 
 // Chapter 08's data, y = 3x + 2 + noise (x uniform in [-2, 2), noise in [-0.1, 0.1)), the same
-// on every rank, and each rank's own initial weights (rank 0's win: DDP broadcasts them).
-struct Dataset {
-  std::vector<float> x, y;
-};
-Dataset make_dataset(int n, int seed);
-dist::LinearInit initial_weights(int seed, int rank);
+// on every rank, and each rank's own initial weights (rank 0's win: DDP broadcasts them): the
+// very code chapter 08 runs (../08_ddp_linear/post_b_data.cpp), so both start from the same bits.
+using ch08::Dataset;
+using ch08::initial_weights;
+using ch08::make_dataset;
 
 // The augmentation: each sample's x moved by up to +-0.05, drawn from the rank's own generator
 // (seeded seed + 1000 + rank: chapter 06's one stream per rank), one draw per sample. Its state

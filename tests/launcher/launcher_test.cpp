@@ -687,6 +687,31 @@ TEST(DdprunHygiene, StopsEveryRanksChildrenWhenDdprunGetsSigtermOrSigint) {
   }
 }
 
+// ddprun killed by SIGKILL can stop nothing; the kernel does it for it: each rank asks for
+// SIGKILL when its parent dies (PR_SET_PDEATHSIG), in the child ddprun makes, before its exec.
+// Each rank execs its sleep itself, so that the rank is what must die.
+TEST(DdprunHygiene, RanksDieWithDdprunWhenItIsKilledBySigkillAt1_2And4Ranks) {
+  for (const int nproc : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(nproc) + " ranks");
+    const std::string marker = new_job_marker();
+    Ddprun ddprun(
+        {"--nproc-per-node", std::to_string(nproc), "sh", "-c", "echo started; exec sleep 60"},
+        {marker});
+    ASSERT_TRUE(ddprun.wait_for_ranks(nproc));
+    // ddprun and every rank; a rank between its echo and its exec may be missed for a moment.
+    const auto all_there = [&] {
+      return processes_with(marker).size() == static_cast<std::size_t>(nproc + 1);
+    };
+    for (int i = 0; i < 200 && !all_there(); ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(all_there());
+    ddprun.send(SIGKILL);
+    const Result r = ddprun.finish();     // end-of-file on the pipes only once every rank is gone
+    EXPECT_EQ(r.exit_code, -1) << r.err;  // killed: no exit code
+    EXPECT_LT(r.seconds, kStopLimitS);
+    expect_nothing_of_the_job_left(marker);
+  }
+}
+
 TEST(DdprunHygiene, SigkillsRanksAndChildrenThatIgnoreSigtermAtTheDeadline) {
   for (const int nproc : {1, 2, 4}) {
     SCOPED_TRACE(std::to_string(nproc) + " ranks");

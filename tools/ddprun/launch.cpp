@@ -4,16 +4,17 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -30,6 +31,9 @@ namespace {
 // What a child exits with when exec fails: the shell's "command not found". The parent has
 // already been told why through the pipe, so nobody reads this code but the summary.
 constexpr int kExecFailedExit = 127;
+
+// The size of the kernel's signal set, which rt_sigprocmask takes (glibc's sigset_t is larger).
+constexpr long kKernelSigsetBytes = 8;
 
 using Variables = std::vector<std::pair<std::string, std::string>>;
 
@@ -104,78 +108,80 @@ std::vector<char*> c_array(std::vector<std::string>& strings) {
   return pointers;
 }
 
-// If ddprun is killed with SIGKILL it cannot stop its ranks, and they would run on as orphans.
-// Linux can do it for us: the kernel sends the rank SIGKILL when its parent dies.
-void die_with_launcher(pid_t launcher) {
-#ifdef __linux__
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != launcher) ::_exit(kExecFailedExit);  // ddprun died before prctl took hold
-#else
-  static_cast<void>(launcher);
-#endif
-}
-
-// Makes `fd` the child's `target` (1 or 2). dup2 clears close-on-exec on the copy; an fd that is
-// already `target` (ddprun started with that stream closed) needs it cleared by hand.
-bool put_in_place(int fd, int target) {
-  if (fd < 0) return true;
-  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;
-  return ::dup2(fd, target) == target;
-}
-
 struct Started {
   pid_t pid = -1;
   int exec_errno = 0;  // non-zero: exec failed, and the child is already reaped
 };
 
-// Starts one rank and waits until its exec has succeeded or failed. The child reports a failed
-// exec through a close-on-exec pipe: a successful exec closes the pipe, and the parent reads
-// end-of-file; a failed one writes errno into it. So ddprun can say "cannot run PROGRAM" once,
-// instead of N ranks each printing their own copy.
+// What the child of start_rank needs. It runs in ddprun's memory until its exec (CLONE_VM), so
+// it writes why an exec failed straight into `exec_errno`, where the parent reads it.
+struct ChildPlan {
+  char** argv;
+  char** envp;
+  const sigset_t* mask;
+  ChildStreams streams;
+  pid_t launcher;
+  volatile int exec_errno;
+};
+
+// The child's side of start_rank, up to its exec. It shares ddprun's memory (and the calling
+// thread's thread-local storage), so it makes raw system calls only: no allocation, no lock, and
+// no libc wrapper that a sanitizer intercepts to update its own bookkeeping, which is ddprun's.
+// The sanitizers stay out of this function for the same reason.
+__attribute__((no_sanitize("address", "thread", "undefined"))) int run_rank(void* arg) {
+  auto* plan = static_cast<ChildPlan*>(arg);
+  const auto fail = [plan](long error) {
+    plan->exec_errno = static_cast<int>(error);
+    ::syscall(SYS_exit_group, kExecFailedExit);
+  };
+  // The mask survives exec; hand back ours. The kernel's sigset is 64 bits on Linux.
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, plan->mask, nullptr, kKernelSigsetBytes);
+  // A session and process group of its own, as torchrun does in later releases
+  // (SubprocessHandler: Popen(start_new_session=True), then os.killpg to stop it; torch 1.13
+  // still signals the worker's pid only). ddprun signals the whole group, so the rank's own
+  // children stop with it; and the terminal's Ctrl-C reaches ddprun alone, which passes it on.
+  ::syscall(SYS_setsid);
+  // If ddprun is killed with SIGKILL it cannot stop its ranks, and they would run on as orphans.
+  // The kernel can do it: it sends the rank SIGKILL when its parent dies.
+  ::syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+  if (::syscall(SYS_getppid) != plan->launcher) fail(ESRCH);  // ddprun died before prctl took
+  // Makes each stream the child's 1 or 2. dup3 clears close-on-exec on the copy; an fd that is
+  // already 1 or 2 (ddprun started with that stream closed) needs it cleared by hand.
+  for (const auto& [fd, target] :
+       {std::pair{plan->streams.out, STDOUT_FILENO}, std::pair{plan->streams.err, STDERR_FILENO}}) {
+    if (fd < 0) continue;
+    const long done =
+        fd == target ? ::syscall(SYS_fcntl, fd, F_SETFD, 0) : ::syscall(SYS_dup3, fd, target, 0);
+    if (done < 0) fail(errno);
+  }
+  ::execvpe(plan->argv[0], plan->argv, plan->envp);  // looks PROGRAM up on ddprun's PATH
+  fail(errno);
+  return 0;  // not reached: fail() ends the child
+}
+
+// Starts one rank and returns once its exec has succeeded or failed, so that ddprun can say
+// "cannot run PROGRAM" once instead of N ranks each printing their own copy.
+//
+// The child is made as posix_spawn makes one: clone(CLONE_VM | CLONE_VFORK) on a small stack of
+// its own. It borrows ddprun's memory instead of copying it, and ddprun sleeps until its exec.
+// A fork would copy ddprun's page tables and then fault in a private copy of every page either
+// side writes before the exec: several milliseconds per rank on a virtual machine, where page
+// faults are dear (bench/job_life.py). posix_spawn itself cannot be used: the child must also
+// ask for SIGKILL when ddprun dies (prctl), which posix_spawn has no action for.
 Started start_rank(char** argv, char** envp, const sigset_t& child_mask,
                    const ChildStreams& streams) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    throw std::system_error(errno, std::generic_category(), "pipe");
-  }
-  const pid_t launcher = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int fork_errno = errno;
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    throw std::system_error(fork_errno, std::generic_category(), "fork");
-  }
-  if (pid == 0) {
-    ::close(pipe_fds[0]);
-    ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // the mask survives exec; hand back ours
-    // A session and process group of its own, as torchrun does in later releases
-    // (SubprocessHandler: Popen(start_new_session=True), then os.killpg to stop it; torch 1.13
-    // still signals the worker's pid only). ddprun signals the whole group, so the rank's own
-    // children stop with it; and the terminal's Ctrl-C reaches ddprun alone, which passes it on.
-    ::setsid();
-    die_with_launcher(launcher);
-    if (!put_in_place(streams.out, STDOUT_FILENO) || !put_in_place(streams.err, STDERR_FILENO)) {
-      const int dup_errno = errno;
-      [[maybe_unused]] const ssize_t sent = ::write(pipe_fds[1], &dup_errno, sizeof dup_errno);
-      ::_exit(kExecFailedExit);
-    }
-    environ = envp;  // execvp runs PROGRAM with `environ`, and looks PROGRAM up on its PATH
-    ::execvp(argv[0], argv);
-    const int exec_errno = errno;
-    [[maybe_unused]] const ssize_t sent = ::write(pipe_fds[1], &exec_errno, sizeof exec_errno);
-    ::_exit(kExecFailedExit);
-  }
-  ::close(pipe_fds[1]);
-  int exec_errno = 0;
-  ssize_t got = 0;
-  do {
-    got = ::read(pipe_fds[0], &exec_errno, sizeof exec_errno);
-  } while (got < 0 && errno == EINTR);
-  ::close(pipe_fds[0]);
-  if (got != sizeof exec_errno) return {pid, 0};
+  // One stack serves every child: ddprun starts its ranks from one thread, one at a time, and
+  // each child is done with it at its exec. execvpe builds PATH/PROGRAM names on it (at most
+  // PATH_MAX bytes), and a script's argv when it runs one through /bin/sh.
+  alignas(64) static std::byte stack[64 * 1024];
+  ChildPlan plan{argv, envp, &child_mask, streams, ::getpid(), 0};
+  // The stack grows down on every architecture this runs on (x86-64, arm64).
+  const pid_t pid =
+      ::clone(run_rank, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  if (pid < 0) throw std::system_error(errno, std::generic_category(), "clone");
+  if (plan.exec_errno == 0) return {pid, 0};
   ::waitpid(pid, nullptr, 0);  // it has exited already; reap it so that no zombie is left
-  return {pid, exec_errno};
+  return {pid, plan.exec_errno};
 }
 
 std::string exec_hint(int exec_errno) {

@@ -12,7 +12,7 @@
 
 namespace ddprun {
 
-// ddprun itself could not start the ranks (fork failed, no free port).
+// ddprun itself could not start the ranks (no process could be made, no free port).
 constexpr int kExitCannotStart = 1;
 
 // One started rank, as the summary names it.

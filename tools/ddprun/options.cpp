@@ -446,7 +446,7 @@ Exit codes:
   128+N   ddprun was stopped by signal N
   2       bad usage, PROGRAM cannot be run (not found, not executable), or the log
           folder cannot be created
-  1       ddprun could not start the ranks (fork failed, no free port)
+  1       ddprun could not start the ranks (no process could be made, no free port)
 
 Examples:
   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce

@@ -41,6 +41,7 @@
 
 #include "dist/process_group.h"
 #include "dist/tensor.h"
+#include "util/zero_pages.h"
 
 namespace dist::backends {
 
@@ -117,7 +118,7 @@ class MeshCollectives {
 
   std::shared_ptr<gloo::Context> context_;  // owns the pairs the buffers belong to
   int rank_, size_;
-  std::vector<std::byte> pieces_, scratch_;
+  util::ZeroPages pieces_, scratch_;  // touched only as far as messages reach
   std::vector<std::byte> workspace_;  // reduce_scatter's partial sums, from 3 ranks on
   std::vector<std::unique_ptr<gloo::transport::Buffer>> send_, recv_;  // the pieces, per peer
 };

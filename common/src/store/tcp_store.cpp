@@ -86,11 +86,12 @@ class TCPStore::Client {
 
   // Connects and says hello, retrying while the server is not up yet (or still serving the
   // previous generation) until `deadline`. This is the one back-off left in a job's start: a
-  // refused connection gives nothing to wait on, so the retry pauses 5, 10, 20 ... ms. ddprun
-  // starts rank 0 first, so the other ranks rarely arrive before its store listens; when they
-  // do (a loaded machine), it costs them 5 to 15 ms (bench/README.md, "A job's whole life").
+  // refused connection gives nothing to wait on, so the retry pauses 1, 2, 4 ... ms (at most
+  // 200). ddprun starts rank 0 first, so the other ranks rarely arrive before its store listens;
+  // when they do (a loaded machine), a refused connect on loopback costs microseconds, so the
+  // first retries come soon (bench/README.md, "A job's whole life").
   void connect(Deadline deadline) {
-    auto pause = std::chrono::milliseconds(5);
+    auto pause = std::chrono::milliseconds(1);
     for (;;) {
       fd_ = net::try_connect(addresses_, deadline);
       if (fd_.valid() && hello(deadline)) return;
