@@ -113,15 +113,15 @@ struct Started {
   int exec_errno = 0;  // non-zero: exec failed, and the child is already reaped
 };
 
-// What the child of start_rank needs. It runs in ddprun's memory until its exec (CLONE_VM), so
-// it writes why an exec failed straight into `exec_errno`, where the parent reads it.
+// What the child of start_rank needs. A failed exec's errno goes back through `report`, the
+// write end of a close-on-exec pipe: a successful exec closes it, so ddprun reads end-of-file.
 struct ChildPlan {
   char** argv;
   char** envp;
   const sigset_t* mask;
   ChildStreams streams;
   pid_t launcher;
-  volatile int exec_errno;
+  int report;
 };
 
 // The child's side of start_rank, up to its exec. It shares ddprun's memory (and the calling
@@ -130,8 +130,8 @@ struct ChildPlan {
 // The sanitizers stay out of this function for the same reason.
 __attribute__((no_sanitize("address", "thread", "undefined"))) int run_rank(void* arg) {
   auto* plan = static_cast<ChildPlan*>(arg);
-  const auto fail = [plan](long error) {
-    plan->exec_errno = static_cast<int>(error);
+  const auto fail = [plan](int error) {
+    ::syscall(SYS_write, plan->report, &error, sizeof error);
     ::syscall(SYS_exit_group, kExecFailedExit);
   };
   // The mask survives exec; hand back ours. The kernel's sigset is 64 bits on Linux.
@@ -170,18 +170,41 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) int run_rank(void
 // ask for SIGKILL when ddprun dies (prctl), which posix_spawn has no action for.
 Started start_rank(char** argv, char** envp, const sigset_t& child_mask,
                    const ChildStreams& streams) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe");
+  }
+  ChildPlan plan{argv, envp, &child_mask, streams, ::getpid(), pipe_fds[1]};
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // A sanitizer cannot follow a child that runs in ddprun's memory: ThreadSanitizer's clone()
+  // resets its own bookkeeping in the child, which is ddprun's, and then reports races that are
+  // not there. Sanitized builds make a copy instead, as the sanitizers' vfork() does.
+  const pid_t pid = ::fork();
+  if (pid == 0) run_rank(&plan);
+#else
   // One stack serves every child: ddprun starts its ranks from one thread, one at a time, and
   // each child is done with it at its exec. execvpe builds PATH/PROGRAM names on it (at most
   // PATH_MAX bytes), and a script's argv when it runs one through /bin/sh.
   alignas(64) static std::byte stack[64 * 1024];
-  ChildPlan plan{argv, envp, &child_mask, streams, ::getpid(), 0};
   // The stack grows down on every architecture this runs on (x86-64, arm64).
   const pid_t pid =
       ::clone(run_rank, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
-  if (pid < 0) throw std::system_error(errno, std::generic_category(), "clone");
-  if (plan.exec_errno == 0) return {pid, 0};
+#endif
+  const int clone_errno = errno;
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    throw std::system_error(clone_errno, std::generic_category(), "clone");
+  }
+  int exec_errno = 0;
+  ssize_t got = 0;
+  do {
+    got = ::read(pipe_fds[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(pipe_fds[0]);
+  if (got != sizeof exec_errno) return {pid, 0};
   ::waitpid(pid, nullptr, 0);  // it has exited already; reap it so that no zombie is left
-  return {pid, plan.exec_errno};
+  return {pid, exec_errno};
 }
 
 std::string exec_hint(int exec_errno) {
