@@ -145,16 +145,19 @@ class ProcessGroup {
                                     CallOptions options);
 
   // The flat collectives: one tensor holds every rank's part, rank r's at elements [r*n, (r+1)*n),
-  // so no list of W tensors is made, copied in or copied out. torch names them
-  // all_gather_into_tensor and reduce_scatter_tensor from 1.13 on; before, only the private
-  // _all_gather_base and _reduce_scatter_base existed, which 1.13 keeps as deprecated aliases.
-  // torch 1.13 runs them on NCCL only (its Gloo backend refuses them); here both backends do.
+  // so no list of W tensors is made, copied in or copied out. torch.distributed has them under
+  // these names from 1.13 on; up to 1.12 they were the private
+  // _all_gather_base and _reduce_scatter_base, which 1.13 keeps with a warning that they will be
+  // deprecated. torch 1.13's Gloo backend refuses them ("no support for _allgather_base in Gloo
+  // process group"), so there they need NCCL; here both backends run them.
   //
   // output.numel() == size() * input.numel(); afterwards rank r's input is at [r*n, (r+1)*n),
   // on every rank. FSDP gathers a unit's parameters with it.
   void all_gather_into_tensor(Tensor& output, const Tensor& input);
   // input.numel() == size() * output.numel(); rank r ends with the reduction over ranks of
-  // input's elements [r*n, (r+1)*n). `input` is only read. FSDP reduces gradients with it.
+  // input's elements [r*n, (r+1)*n). `input` is only read. FSDP reduces gradients with it. On
+  // Gloo from 3 ranks on, the ring's partial sums take a scratch buffer of W-2 parts, freed when
+  // the call returns (NCCL allocates nothing).
   void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
   [[nodiscard]] Work all_gather_into_tensor(Tensor& output, const Tensor& input,
                                             CallOptions options);
@@ -167,10 +170,12 @@ class ProcessGroup {
   //   * Gloo, on the mesh: what the mesh sends. all_reduce of n elements of e bytes: while
   //     e*n <= 128 KiB + 40 bytes (32,778 float32 values) one exchange, every rank's tensor to
   //     every other, e*n*(W-1); above that the ring, e*(2n - |segment rank| - |segment rank+1|)
-  //     where segment s is elements [n*s/W, n*(s+1)/W) (about 2*e*n*(W-1)/W); reduce_scatter
-  //     and all_gather of n elements per rank (flat or not) send e*n*(W-1).
-  //   * Gloo, its own algorithms, by their formulas: broadcast is a binomial tree (the root sends
-  //     the tensor once per child, each inner rank once per child of its own); gather sends the
+  //     where segment s is elements [n*s/W, n*(s+1)/W) rounded down (2*e*n*(W-1)/W on average
+  //     over the ranks); reduce_scatter and all_gather of n elements per rank (flat or not)
+  //     send e*n*(W-1).
+  //   * Gloo, its own algorithms, by their formulas: broadcast is a binomial tree
+  //     (gloo/broadcast.cc: the source sends the tensor to each of its ceil(log2 W) children, an
+  //     inner rank to each of its own, a leaf to none; W-1 sends in all); gather sends the
   //     tensor to the destination; scatter's source sends each other rank its piece; send sends
   //     the tensor.
   //   * NCCL picks its own algorithms (rings, trees) and says nothing of what moved, so the
