@@ -15,14 +15,19 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "closed_forms.h"
 #include "dist/dist.h"
+#include "dist/flight_recorder.h"
 #include "ranks.h"
 
 namespace {
@@ -341,6 +346,37 @@ TEST(BytesSent, AGroupCountsItsOwnCallsOnly) {
               << ", the default group " << dist::default_group().bytes_sent() - before << "\n";
     return ok ? 0 : 1;
   }));
+}
+
+// ---- The flight recorder ------------------------------------------------------------------------
+
+TEST(FlatFlightRecord, NamesEachFlatCallWithItsPartAndState) {
+  const std::string dir = ::testing::TempDir() + "/flat_flight_" + std::to_string(getpid());
+  auto results =
+      run_group(2, {.backend = "gloo"},
+                [](int rank) {
+                  Tensor part(3, dist::kFloat32), whole(6, dist::kFloat32);
+                  dist::default_group().all_gather_into_tensor(whole, part);
+                  dist::default_group().reduce_scatter_tensor(part, whole, ReduceOp::MAX);
+                  if (!dist::flight::dump("test")) return 1;
+                  std::ifstream file(dist::flight::dump_path());
+                  std::cout << "rank " << rank << " wrote " << file.rdbuf() << "\n";
+                  return 0;
+                },
+                {.env = {{"DIST_TRACE_DIR", dir}}});
+  std::filesystem::remove_all(dir);
+  dist::testing::expect_all_ok(results);
+  for (const auto& r : results) {
+    // One entry per call, in order: its name, reduce op, the part's numel and bytes, completed.
+    const std::size_t gather = r.output.find("\"op\": \"all_gather_into_tensor\"");
+    const std::size_t scatter = r.output.find("\"op\": \"reduce_scatter_tensor\"");
+    ASSERT_TRUE(gather != std::string::npos && scatter != std::string::npos && gather < scatter)
+        << r.output;
+    const std::string entry = r.output.substr(scatter, r.output.find('}', scatter) - scatter);
+    EXPECT_TRUE(contains(entry, "\"reduce_op\": \"MAX\"") && contains(entry, "\"numel\": 3") &&
+                contains(entry, "\"bytes\": 12") && contains(entry, "\"state\": \"completed\""))
+        << entry;
+  }
 }
 
 // ---- Bad arguments ------------------------------------------------------------------------------

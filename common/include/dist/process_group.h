@@ -157,7 +157,7 @@ class ProcessGroup {
   // input.numel() == size() * output.numel(); rank r ends with the reduction over ranks of
   // input's elements [r*n, (r+1)*n). `input` is only read. FSDP reduces gradients with it. On
   // Gloo from 3 ranks on, the ring's partial sums take a scratch buffer of W-2 parts, freed when
-  // the call returns (NCCL allocates nothing).
+  // the call returns (the NCCL path adds none).
   void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
   [[nodiscard]] Work all_gather_into_tensor(Tensor& output, const Tensor& input,
                                             CallOptions options);
