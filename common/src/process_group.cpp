@@ -69,6 +69,25 @@ void check_one_per_rank(const char* call, const std::vector<Tensor>* inputs, con
   }
 }
 
+// The flat collectives' two tensors: the same dtype and device, and `whole` holding `size` times
+// `part`'s elements. `call` names the collective, `whole_name` and `part_name` its arguments.
+void check_flat(const char* call, const Tensor& whole, const char* whole_name, const Tensor& part,
+                const char* part_name, int size) {
+  if (whole.dtype() != part.dtype() || whole.device() != part.device()) {
+    throw ConfigError(std::string(call) + ": the " + whole_name + " (" + describe(whole) +
+                      ") and the " + part_name + " (" + describe(part) +
+                      ") must have the same dtype and device");
+  }
+  if (whole.numel() != part.numel() * size) {
+    throw ConfigError(std::string(call) + " needs an " + whole_name + " of world_size x the " +
+                      part_name + "'s elements: the " + whole_name + " has " +
+                      std::to_string(whole.numel()) + " elements and the " + part_name + " " +
+                      std::to_string(part.numel()) + ", but world_size is " + std::to_string(size) +
+                      " (" + std::to_string(size) + " x " + std::to_string(part.numel()) + " = " +
+                      std::to_string(part.numel() * size) + ")");
+  }
+}
+
 // What the flight recorder keeps of a call: plain characters and numbers, cut to its fields.
 FlightRecorder::Call flight_call(const ProcessGroup::Call& call, int group) {
   FlightRecorder::Call out;
@@ -293,6 +312,48 @@ Work ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inp
         if (output.numel() == 0) return do_barrier();
         do_reduce_scatter(output, inputs, op);
       });
+}
+
+// The call is described by the part one rank contributes (all_gather_into_tensor) or gets
+// (reduce_scatter_tensor), as for the list forms: DIST_DEBUG=DETAIL and the flight recorder
+// see the same size for the flat and the list form of a call.
+Work ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input,
+                                          CallOptions options) {
+  return dispatch(
+      options, {.name = "all_gather_into_tensor", .tensor = &input},
+      [&] {
+        check_tensor(input, "all_gather_into_tensor");
+        check_tensor(output, "all_gather_into_tensor");
+        check_flat("all_gather_into_tensor", output, "output", input, "input", size_);
+      },
+      [this, &output, &input] {
+        if (input.numel() == 0) return do_barrier();
+        do_all_gather_into_tensor(output, input);
+      });
+}
+
+Work ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                         CallOptions options) {
+  return dispatch(
+      options, {.name = "reduce_scatter_tensor", .tensor = &output, .op = op},
+      [&] {
+        check_op_fits(op, output.dtype());
+        check_op(op);
+        check_tensor(output, "reduce_scatter_tensor");
+        check_tensor(input, "reduce_scatter_tensor");
+        check_flat("reduce_scatter_tensor", input, "input", output, "output", size_);
+      },
+      [this, &output, &input, op] {
+        if (output.numel() == 0) return do_barrier();
+        do_reduce_scatter_tensor(output, input, op);
+      });
+}
+
+void ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  all_gather_into_tensor(output, input, CallOptions{}).wait();
+}
+void ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  reduce_scatter_tensor(output, input, op, CallOptions{}).wait();
 }
 
 void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {

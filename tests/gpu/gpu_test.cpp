@@ -161,6 +161,10 @@ TEST_F(WorldOfOne, EveryNcclCollectiveMatchesItsClosedForm) {
         Tensor out = dist::zeros(n, dtype, kGpu);
         dist::reduce_scatter(out, {x}, op);
         EXPECT_TRUE(out.cpu().equal(expected)) << "reduce_scatter " << dist::reduce_op_name(op);
+        Tensor flat_out = dist::zeros(n, dtype, kGpu);
+        dist::default_group().reduce_scatter_tensor(flat_out, x, op);
+        EXPECT_TRUE(flat_out.cpu().equal(expected))
+            << "reduce_scatter_tensor " << dist::reduce_op_name(op);
       }
       Tensor b = x;
       dist::broadcast(b, 0);
@@ -171,6 +175,9 @@ TEST_F(WorldOfOne, EveryNcclCollectiveMatchesItsClosedForm) {
       ASSERT_EQ(gathered.size(), 1u);
       EXPECT_EQ(gathered[0].device(), kGpu);
       EXPECT_TRUE(gathered[0].cpu().equal(expected));
+      Tensor flat = dist::zeros(n, dtype, kGpu);
+      dist::default_group().all_gather_into_tensor(flat, x);
+      EXPECT_TRUE(flat.cpu().equal(expected)) << "all_gather_into_tensor";
 
       std::vector<Tensor> at_root;
       dist::gather(x, &at_root, 0);
@@ -184,6 +191,8 @@ TEST_F(WorldOfOne, EveryNcclCollectiveMatchesItsClosedForm) {
     }
   }
   dist::barrier();
+  // One rank sends nothing: every nominal count has the factor W-1.
+  EXPECT_EQ(dist::default_group().bytes_sent(), 0);
 }
 
 TEST_F(WorldOfOne, NcclRefusesWhatItCannotDoWithAMessage) {
@@ -248,6 +257,15 @@ TEST_F(WorldOfOne, GlooMovesGpuTensorsThroughTheHost) {
   dist::gather(gathered_here[0], &gathered_here, 0);
   EXPECT_EQ(gathered_here[0].device(), kGpu);
   EXPECT_TRUE(gathered_here[0].cpu().equal(pattern(5, dist::kFloat32)));
+  // The flat forms, both tensors on the GPU.
+  Tensor flat = dist::zeros(5, dist::kFloat32, kGpu);
+  dist::default_group().all_gather_into_tensor(flat, t);
+  EXPECT_EQ(flat.device(), kGpu);
+  EXPECT_TRUE(flat.cpu().equal(pattern(5, dist::kFloat32)));
+  Tensor part = dist::zeros(5, dist::kFloat32, kGpu);
+  dist::default_group().reduce_scatter_tensor(part, t, ReduceOp::MAX);
+  EXPECT_EQ(part.device(), kGpu);
+  EXPECT_TRUE(part.cpu().equal(pattern(5, dist::kFloat32)));
 }
 
 // The watchdog. A kernel holds the default stream for 8 s; the collective, which must wait for

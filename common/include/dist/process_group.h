@@ -17,10 +17,11 @@
 //
 // Who runs what, and how mismatched calls (ranks that called different collectives, or the same
 // one with different sizes, dtypes or ops) are caught:
-//   * Gloo, all_reduce, all_gather, reduce_scatter: on the backend's own synchronous mesh
-//     (common/src/backends/gloo_mesh.h): one exchange for a small all_reduce, chapter 04's ring
-//     for the rest. Every call first exchanges a header (call number, count, dtype, op), so
-//     ranks that called differently all stop at once with an error showing each rank's call.
+//   * Gloo, all_reduce, all_gather, reduce_scatter and their flat forms: on the backend's own
+//     synchronous mesh (common/src/backends/gloo_mesh.h): one exchange for a small all_reduce,
+//     chapter 04's ring for the rest. Every call first exchanges a header (call number, count,
+//     dtype, op), so ranks that called differently all stop at once with an error showing each
+//     rank's call.
 //   * Gloo, broadcast, barrier, gather, scatter, send, recv: Gloo's own algorithms. Gloo notices a
 //     message of the wrong size on its network thread, where nothing can catch it: the receiving
 //     rank aborts (SIGABRT) after a rank-tagged "fatal:" line and a hint. A call that the others
@@ -48,6 +49,7 @@
 // gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -142,6 +144,51 @@ class ProcessGroup {
   [[nodiscard]] Work reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                     CallOptions options);
 
+  // The flat collectives: one tensor holds every rank's part, rank r's at elements [r*n, (r+1)*n),
+  // so no list of W tensors is made, copied in or copied out. torch.distributed has them under
+  // these names from 1.13 on; up to 1.12 they were the private
+  // _all_gather_base and _reduce_scatter_base, which 1.13 keeps with a warning that they will be
+  // deprecated. torch 1.13's Gloo backend refuses them ("no support for _allgather_base in Gloo
+  // process group"), so there they need NCCL; here both backends run them.
+  //
+  // output.numel() == size() * input.numel(); afterwards rank r's input is at [r*n, (r+1)*n),
+  // on every rank. FSDP gathers a unit's parameters with it.
+  void all_gather_into_tensor(Tensor& output, const Tensor& input);
+  // input.numel() == size() * output.numel(); rank r ends with the reduction over ranks of
+  // input's elements [r*n, (r+1)*n). `input` is only read. FSDP reduces gradients with it. On
+  // Gloo from 3 ranks on, the ring's partial sums take a scratch buffer of W-2 parts, freed when
+  // the call returns (the NCCL path adds none).
+  void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
+  [[nodiscard]] Work all_gather_into_tensor(Tensor& output, const Tensor& input,
+                                            CallOptions options);
+  [[nodiscard]] Work reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                           CallOptions options);
+
+  // Traffic: bytes of tensor data this rank has sent on this group since it was made, counted
+  // where the backend sends them (safe to read while asynchronous calls run). A call on 0
+  // elements, a barrier, and the set-up made at init count nothing.
+  //   * Gloo, on the mesh: what the mesh sends. all_reduce of n elements of e bytes: while
+  //     e*n <= 128 KiB + 40 bytes (32,778 float32 values) one exchange, every rank's tensor to
+  //     every other, e*n*(W-1); above that the ring, e*(2n - |segment rank| - |segment rank+1|)
+  //     where segment s is elements [n*s/W, n*(s+1)/W) rounded down (2*e*n*(W-1)/W on average
+  //     over the ranks); reduce_scatter and all_gather of n elements per rank (flat or not)
+  //     send e*n*(W-1).
+  //   * Gloo, its own algorithms, by their formulas: broadcast is a binomial tree
+  //     (gloo/broadcast.cc: the source sends the tensor to each of its ceil(log2 W) children, an
+  //     inner rank to each of its own, a leaf to none; W-1 sends in all); gather sends the
+  //     tensor to the destination; scatter's source sends each other rank its piece; send sends
+  //     the tensor.
+  //   * NCCL picks its own algorithms (rings, trees) and says nothing of what moved, so the
+  //     counts are nominal, those of a ring in rank order: all_reduce 2*(W-1)*bytes/W (rounded
+  //     down), all_gather and reduce_scatter (W-1) times one rank's part, broadcast the tensor
+  //     once on every rank but the one before the source, and gather, scatter and send exactly.
+  // header_bytes_sent() counts what is not tensor data: the 24-byte header (call number, count,
+  // dtype, op) that every Gloo mesh call sends each peer first. Transport framing is in neither.
+  std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  std::int64_t header_bytes_sent() const {
+    return header_bytes_sent_.load(std::memory_order_relaxed);
+  }
+
   // One call, as messages name it. Collectives are numbered 1, 2, ... in the order this rank
   // makes them, the same on every rank that makes the same calls; send and recv are not
   // collectives and carry the number of the last collective.
@@ -179,6 +226,11 @@ class ProcessGroup {
   // Says that data may move from now on (a Gloo call, an NCCL enqueue): if the call fails after
   // this, the group is closed. Staging copies and allocations come before it.
   void begin_transfer() { transferring_ = true; }
+  // Adds to bytes_sent() and header_bytes_sent(): the backend calls it where it sends.
+  void count_sent(std::int64_t payload, std::int64_t header = 0) {
+    bytes_sent_.fetch_add(payload, std::memory_order_relaxed);
+    header_bytes_sent_.fetch_add(header, std::memory_order_relaxed);
+  }
 
   // What a backend refuses beyond the common checks, before the call is numbered: each tensor
   // argument (`call` names the collective), and the reduce op. Throw a ConfigError to refuse.
@@ -192,6 +244,10 @@ class ProcessGroup {
   virtual void do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
   virtual void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                  ReduceOp op) = 0;
+  // output.numel() == size() * input.numel() (all_gather_into_tensor), input.numel() ==
+  // size() * output.numel() (reduce_scatter_tensor); same dtype. Never a temporary of the whole.
+  virtual void do_all_gather_into_tensor(Tensor& output, const Tensor& input) = 0;
+  virtual void do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) = 0;
   // `outputs` is non-null on the destination rank.
   virtual void do_gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) = 0;
   // `inputs` holds one tensor per rank, each of the output's size and dtype, on the source rank.
@@ -230,6 +286,7 @@ class ProcessGroup {
   bool transferring_ = false;  // the current call has said begin_transfer()
   std::string closed_;         // why the group was closed; empty while it is usable
   std::unique_ptr<AsyncQueue> async_;
+  std::atomic<std::int64_t> bytes_sent_{0}, header_bytes_sent_{0};
 };
 
 }  // namespace dist

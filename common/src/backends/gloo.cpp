@@ -19,6 +19,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "backends/common.h"
 #include "backends/gloo_loop.h"
@@ -183,8 +184,15 @@ class ProcessGroupGloo : public ProcessGroup {
       : ProcessGroup(rank, size, "gloo", timeout),
         connections_(std::move(connections)),
         context_(connections_->context),
-        mesh_(*connections_->mesh) {}
-  ~ProcessGroupGloo() override { stop_async(); }
+        mesh_(*connections_->mesh) {
+    mesh_.on_sent([this](std::size_t payload, std::size_t header) {
+      count_sent(static_cast<std::int64_t>(payload), static_cast<std::int64_t>(header));
+    });
+  }
+  ~ProcessGroupGloo() override {
+    stop_async();
+    mesh_.on_sent(nullptr);
+  }
 
  protected:
   // ---- On the synchronous mesh ----
@@ -232,7 +240,38 @@ class ProcessGroupGloo : public ProcessGroup {
     if (op == ReduceOp::AVG) output /= static_cast<std::int64_t>(size());
   }
 
+  // The flat forms: the ring's parts are pointers into one buffer (gloo_mesh.h).
+  void do_all_gather_into_tensor(Tensor& output, const Tensor& input) override {
+    if (output.is_cuda()) {
+      const Tensor host_input = input.cpu();
+      return through_host(output, [&](Tensor& t) { do_all_gather_into_tensor(t, host_input); });
+    }
+    const std::size_t part = input.nbytes();
+    auto* base = static_cast<std::byte*>(output.data());
+    std::vector<void*> segments;
+    for (int r = 0; r < size(); ++r) segments.push_back(base + part * static_cast<std::size_t>(r));
+    void* own = segments[static_cast<std::size_t>(rank())];
+    if (own != input.data()) std::memcpy(own, input.data(), part);
+    gloo_call([&] { mesh_.all_gather(segments, signature(input, std::nullopt)); });
+  }
+
+  void do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) override {
+    if (output.is_cuda()) {
+      const Tensor host_input = input.cpu();
+      return through_host(output, [&](Tensor& t) { do_reduce_scatter_tensor(t, host_input, op); });
+    }
+    const std::size_t part = output.nbytes();
+    const auto* base = static_cast<const std::byte*>(input.data());
+    std::vector<const void*> in;
+    for (int r = 0; r < size(); ++r) in.push_back(base + part * static_cast<std::size_t>(r));
+    gloo_call([&] {
+      mesh_.reduce_scatter(in, output.data(), signature(output, op), reducer(output.dtype(), op));
+    });
+    if (op == ReduceOp::AVG) output /= static_cast<std::int64_t>(size());
+  }
+
   // ---- On Gloo's own algorithms ----
+  // What they send is counted by their algorithms' formulas, once the call has succeeded.
 
   void do_broadcast(Tensor& tensor, int src) override {
     if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { do_broadcast(t, src); });
@@ -242,6 +281,7 @@ class ProcessGroupGloo : public ProcessGroup {
       opts.setRoot(src);
       gloo_call([&] { gloo::broadcast(with_tag_and_timeout(opts)); });
     });
+    count_sent(static_cast<std::int64_t>(tensor.nbytes()) * binomial_children(src));
   }
 
   void do_barrier() override {
@@ -267,6 +307,7 @@ class ProcessGroupGloo : public ProcessGroup {
       opts.setRoot(dst);
       gloo_call([&] { gloo::gather(with_tag_and_timeout(opts)); });
     });
+    if (!root) count_sent(static_cast<std::int64_t>(input.nbytes()));
     if (root) split(flat, input.numel(), size(), *outputs);
   }
 
@@ -289,6 +330,7 @@ class ProcessGroupGloo : public ProcessGroup {
       opts.setRoot(src);
       gloo_call([&] { gloo::scatter(with_tag_and_timeout(opts)); });
     });
+    if (inputs != nullptr) count_sent(static_cast<std::int64_t>(output.nbytes()) * (size() - 1));
   }
 
   void do_send(const Tensor& tensor, int dst, int tag) override {
@@ -298,6 +340,7 @@ class ProcessGroupGloo : public ProcessGroup {
       buf->send(dst, p2p_slot(tag));
       buf->waitSend(timeout());
     });
+    count_sent(static_cast<std::int64_t>(tensor.nbytes()));
   }
 
   void do_recv(Tensor& tensor, int src, int tag) override {
@@ -323,6 +366,19 @@ class ProcessGroupGloo : public ProcessGroup {
   MeshCollectives::Signature signature(const Tensor& t, std::optional<ReduceOp> op) const {
     return {
         .name = call().name, .seq = call().seq, .numel = t.numel(), .dtype = t.dtype(), .op = op};
+  }
+
+  // How many ranks this rank sends the tensor to in gloo::broadcast's binomial tree
+  // (gloo/broadcast.cc): ranks are renumbered so that the source is 0, and at step i (i = 0, 1,
+  // ... while 2^i < W) every v < 2^i sends to v + 2^i, if there is such a rank. The source sends
+  // ceil(log2 W) times, the ranks of the last steps none; in all, W-1 sends.
+  std::int64_t binomial_children(int src) const {
+    const int v = (rank() - src + size()) % size();
+    std::int64_t children = 0;
+    for (int step = 1; step < size(); step *= 2) {
+      if (v < step && v + step < size()) ++children;
+    }
+    return children;
   }
 
   // Every rank tags call N the same way, so a stray message from an earlier, failed call can

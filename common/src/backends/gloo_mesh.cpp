@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "dist/check.h"
@@ -21,10 +22,11 @@ constexpr int kPieceSlot = 1, kScratchSlot = 2, kGatherSlot = 3;
 // One ring step: the `sends` bytes of `out` go to the right while `recvs` bytes come from the
 // left into `in`, in chunks, one chunk sent ahead of the one received; received(offset, length)
 // runs once each received chunk is in. A chunk lands in `in` at its own offset, or at 0 when
-// `in` is reduce_scatter's one-chunk scratch.
+// `in` is reduce_scatter's one-chunk scratch. Each chunk sent is reported to `sent`.
 template <typename Received>
 void ring_step(gloo::transport::Buffer& out, std::size_t sends, gloo::transport::Buffer& in,
-               std::size_t recvs, bool to_scratch, Received&& received) {
+               std::size_t recvs, bool to_scratch, const MeshCollectives::Sent& sent,
+               Received&& received) {
   const std::size_t chunk = MeshCollectives::kChunk;
   const std::size_t send_chunks = (sends + chunk - 1) / chunk;
   const std::size_t recv_chunks = (recvs + chunk - 1) / chunk;
@@ -32,6 +34,7 @@ void ring_step(gloo::transport::Buffer& out, std::size_t sends, gloo::transport:
     const std::size_t offset = k * chunk, length = std::min(chunk, sends - offset);
     out.send(offset, length, to_scratch ? 0 : offset);
     out.waitSend();  // synchronous: the bytes are in the socket already
+    if (sent) sent(length, 0);
   };
   if (send_chunks > 0) send(0);
   for (std::size_t k = 0; k < std::max(send_chunks, recv_chunks); ++k) {
@@ -81,10 +84,10 @@ MeshCollectives::MeshCollectives(std::shared_ptr<gloo::Context> context, int ran
 // Gloo sizes a socket's send buffer to the largest message sent so far. Grown call by call from
 // a few bytes, it left 4 KiB pieces waiting for acknowledgements (~100 µs, not ~40).
 void MeshCollectives::size_send_buffers() {
-  exchange(kMaxPiece);
+  exchange(kMaxPiece, 0);
 }
 
-void MeshCollectives::exchange(std::size_t nbytes) {
+void MeshCollectives::exchange(std::size_t nbytes, std::size_t header) {
   for (auto& buf : send_) {
     if (buf) buf->send(0, nbytes);
   }
@@ -92,13 +95,14 @@ void MeshCollectives::exchange(std::size_t nbytes) {
     if (!recv_[r]) continue;
     recv_[r]->waitRecv();
     send_[r]->waitSend();
+    if (sent_) sent_(nbytes - header, header);
   }
 }
 
 void MeshCollectives::agree(const Signature& call) {
   const Header mine(call);
   std::memcpy(piece(rank_), &mine, sizeof mine);
-  exchange(sizeof mine);
+  exchange(sizeof mine, sizeof mine);
   check_same_call(call, mine);
 }
 
@@ -140,7 +144,7 @@ void MeshCollectives::all_reduce(void* data, const Signature& call, const Reduce
     std::byte* own = piece(rank_);
     std::memcpy(own, &mine, sizeof mine);
     std::memcpy(own + sizeof mine, data, n * element);
-    exchange(sizeof mine + n * element);
+    exchange(sizeof mine + n * element, sizeof mine);
     check_same_call(call, mine);
     std::memcpy(data, piece(0) + sizeof mine, n * element);
     for (int r = 1; r < size_; ++r) reduce(data, data, piece(r) + sizeof mine, n);
@@ -167,14 +171,17 @@ void MeshCollectives::reduce_scatter(const std::vector<const void*>& inputs, voi
   agree(call);
   const std::size_t element = element_size(call.dtype);
   const std::size_t piece_bytes = static_cast<std::size_t>(call.numel) * element;
-  // The inputs are only read; partial sums (from 3 ranks on) go to a workspace.
-  if (size_ > 2) workspace_.resize(piece_bytes * static_cast<std::size_t>(size_));
+  // The inputs are only read. The ring's partial sums go to a scratch buffer, one part for each
+  // segment but the last two it reduces: segment rank-1 goes out from the input at step 0, and
+  // segment `rank` is summed into `output` at the last step. At 2 ranks that is every segment.
+  const std::size_t parts = static_cast<std::size_t>(std::max(size_ - 2, 0));
+  const std::unique_ptr<std::byte[]> scratch(new std::byte[parts * piece_bytes]);
   std::vector<const std::byte*> in;
   std::vector<std::byte*> work;
   for (int s = 0; s < size_; ++s) {
     in.push_back(static_cast<const std::byte*>(inputs[static_cast<std::size_t>(s)]));
-    work.push_back(size_ > 2 ? workspace_.data() + piece_bytes * static_cast<std::size_t>(s)
-                             : nullptr);
+    const std::size_t part = at(s - rank_ - 1);  // rank+1 -> 0, ..., rank-2 -> W-3
+    work.push_back(part < parts ? scratch.get() + part * piece_bytes : nullptr);
   }
   ring_reduce_scatter(in, work, static_cast<std::byte*>(output),
                       std::vector<std::size_t>(inputs.size(), piece_bytes), element, reduce);
@@ -207,7 +214,7 @@ void MeshCollectives::ring_reduce_scatter(const std::vector<const std::byte*>& i
     std::byte* from = s == 0 ? const_cast<std::byte*>(in[send]) : work[send];  // Gloo only reads
     std::byte* to = s == size_ - 2 ? out : work[recv];
     auto sending = to_right->createSendBuffer(kScratchSlot, from, bytes[send]);
-    ring_step(*sending, bytes[send], *scratch, bytes[recv], /*to_scratch=*/true,
+    ring_step(*sending, bytes[send], *scratch, bytes[recv], /*to_scratch=*/true, sent_,
               [&](std::size_t offset, std::size_t length) {
                 reduce(to + offset, in[recv] + offset, scratch_.data(), length / element);
               });
@@ -223,7 +230,7 @@ void MeshCollectives::ring_all_gather(const std::vector<std::byte*>& segments,
     const std::size_t send = at(rank_ - s), recv = at(rank_ - s - 1);
     auto sending = to_right->createSendBuffer(kGatherSlot, segments[send], bytes[send]);
     auto receiving = from_left->createRecvBuffer(kGatherSlot, segments[recv], bytes[recv]);
-    ring_step(*sending, bytes[send], *receiving, bytes[recv], /*to_scratch=*/false,
+    ring_step(*sending, bytes[send], *receiving, bytes[recv], /*to_scratch=*/false, sent_,
               [](std::size_t, std::size_t) {});
   }
 }

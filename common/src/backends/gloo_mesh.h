@@ -13,7 +13,8 @@
 //   - all_reduce of more: chapter 04's ring, in place: reduce_scatter, then all_gather;
 //   - reduce_scatter and all_gather: the ring's two halves, each in W-1 steps of one segment,
 //     every segment cut into chunks that fit the sockets' buffers, sent one chunk ahead of the
-//     one being received.
+//     one being received. Their parts are pointers, so the flat forms (all_gather_into_tensor,
+//     reduce_scatter_tensor) pass pointers into one buffer and nothing is copied.
 // Every call starts with each rank's header: its call's number, element count, dtype and op.
 // Ranks that called differently all stop, with an error naming each rank's call, before any data
 // moves (and none reads a message of another size).
@@ -27,6 +28,8 @@
 //     holds about 3W unread chunks at most, fewer than the W connections' buffers hold (four
 //     chunks or more each). A send that does wait waits for a peer with data to read.
 // Gloo's exceptions pass through; the backend (gloo.cpp) turns them into errors naming the call.
+// Every send is reported to on_sent() as it completes, tensor data and headers apart
+// (ProcessGroup::bytes_sent).
 #pragma once
 
 #include <gloo/context.h>
@@ -52,6 +55,8 @@ class MeshCollectives {
 
   // out[i] = op(a[i], b[i]) for `count` elements; out may be a.
   using Reduce = std::function<void(void* out, const void* a, const void* b, std::size_t count)>;
+  // Told the bytes of each message sent to one peer: tensor data, and header.
+  using Sent = std::function<void(std::size_t payload, std::size_t header)>;
 
   // What every rank must agree on before data moves; `name` and `seq` also name the call in
   // errors. `numel` counts the elements of one rank's tensor (of each output, for reduce_scatter
@@ -73,10 +78,14 @@ class MeshCollectives {
   // before the first collective.
   void size_send_buffers();
 
+  // From now on every message sent is reported to `sent` (size_send_buffers' is not).
+  void on_sent(Sent sent) { sent_ = std::move(sent); }
+
   // `data` holds numel elements; afterwards their reduction over every rank.
   void all_reduce(void* data, const Signature& call, const Reduce& reduce);
   // inputs[s] is this rank's contribution to rank s's output (numel elements each; only read);
-  // afterwards `output` holds the reduction over every rank of their inputs[rank].
+  // afterwards `output` holds the reduction over every rank of their inputs[rank]. From 3 ranks
+  // on, the partial sums go to a scratch buffer of W-2 parts that lives for the call.
   void reduce_scatter(const std::vector<const void*>& inputs, void* output, const Signature& call,
                       const Reduce& reduce);
   // outputs[rank] holds this rank's numel elements; afterwards outputs[r] holds rank r's.
@@ -89,8 +98,9 @@ class MeshCollectives {
   struct Header;
 
   std::byte* piece(int r) { return pieces_.data() + kMaxPiece * static_cast<std::size_t>(r); }
-  // Sends the first `nbytes` of this rank's piece to every peer; receives each peer's.
-  void exchange(std::size_t nbytes);
+  // Sends the first `nbytes` of this rank's piece to every peer, of which the first `header`
+  // bytes are the call's header; receives each peer's.
+  void exchange(std::size_t nbytes, std::size_t header);
   // Exchanges headers only, and compares them (before a ring).
   void agree(const Signature& call);
   void check_same_call(const Signature& call, const Header& mine);
@@ -119,7 +129,7 @@ class MeshCollectives {
   std::shared_ptr<gloo::Context> context_;  // owns the pairs the buffers belong to
   int rank_, size_;
   util::ZeroPages pieces_, scratch_;  // touched only as far as messages reach
-  std::vector<std::byte> workspace_;  // reduce_scatter's partial sums, from 3 ranks on
+  Sent sent_;                         // on_sent()'s; none until then
   std::vector<std::unique_ptr<gloo::transport::Buffer>> send_, recv_;  // the pieces, per peer
 };
 

@@ -248,6 +248,7 @@ class ProcessGroupNCCL : public ProcessGroup {
       return ncclAllReduce(tensor.data(), tensor.data(), count(tensor), nccl_type(tensor.dtype()),
                            nccl_op(op), comm_, stream_);
     });
+    count_sent(2 * (size() - 1) * bytes(tensor) / size());
   }
 
   void do_broadcast(Tensor& tensor, int src) override {
@@ -255,6 +256,8 @@ class ProcessGroupNCCL : public ProcessGroup {
       return ncclBroadcast(tensor.data(), tensor.data(), count(tensor), nccl_type(tensor.dtype()),
                            src, comm_, stream_);
     });
+    // A chain from the source along the ring: every rank but the last passes the tensor on.
+    if (rank() != (src + size() - 1) % size()) count_sent(bytes(tensor));
   }
 
   // NCCL has no barrier: like torch, all-reduce one number and wait for it.
@@ -271,6 +274,7 @@ class ProcessGroupNCCL : public ProcessGroup {
                            stream_);
     });
     split(flat, input.numel(), size(), outputs);
+    count_sent((size() - 1) * bytes(input));
   }
 
   void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
@@ -279,6 +283,24 @@ class ProcessGroupNCCL : public ProcessGroup {
       return ncclReduceScatter(flat.data(), output.data(), count(output), nccl_type(output.dtype()),
                                nccl_op(op), comm_, stream_);
     });
+    count_sent((size() - 1) * bytes(output));
+  }
+
+  // The flat forms are NCCL's own calls: no staging buffer, no copy.
+  void do_all_gather_into_tensor(Tensor& output, const Tensor& input) override {
+    run([&] {
+      return ncclAllGather(input.data(), output.data(), count(input), nccl_type(input.dtype()),
+                           comm_, stream_);
+    });
+    count_sent((size() - 1) * bytes(input));
+  }
+
+  void do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) override {
+    run([&] {
+      return ncclReduceScatter(input.data(), output.data(), count(output),
+                               nccl_type(output.dtype()), nccl_op(op), comm_, stream_);
+    });
+    count_sent((size() - 1) * bytes(output));
   }
 
   // NCCL has no gather or scatter: like torch, we build them from sends and receives in one
@@ -301,7 +323,10 @@ class ProcessGroupNCCL : public ProcessGroup {
         return ncclSuccess;
       });
     });
-    if (!root) return;
+    if (!root) {
+      count_sent(bytes(input));
+      return;
+    }
     flat.assign_slice(rank() * input.numel(), input);
     split(flat, input.numel(), size(), *outputs);
   }
@@ -324,7 +349,10 @@ class ProcessGroupNCCL : public ProcessGroup {
         return ncclSuccess;
       });
     });
-    if (root) output.copy_((*inputs)[static_cast<std::size_t>(rank())]);
+    if (root) {
+      output.copy_((*inputs)[static_cast<std::size_t>(rank())]);
+      count_sent((size() - 1) * bytes(output));
+    }
   }
 
   // NCCL matches a send with a receive by order between the two ranks; it has no tags, so the
@@ -336,6 +364,7 @@ class ProcessGroupNCCL : public ProcessGroup {
                         stream_);
       });
     });
+    count_sent(bytes(tensor));
   }
 
   void do_recv(Tensor& tensor, int src, int /*tag*/) override {
@@ -360,6 +389,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   }
 
   static std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+  // bytes_sent() is counted nominally (dist/process_group.h): NCCL does not say what it moved.
+  static std::int64_t bytes(const Tensor& t) { return static_cast<std::int64_t>(t.nbytes()); }
   static void* slot(Tensor& flat, int r, std::int64_t n) {
     return static_cast<std::byte*>(flat.data()) +
            r * n * static_cast<std::int64_t>(flat.element_size());
