@@ -508,7 +508,7 @@ void SGD::step() {
   }
 }
 
-CosineAnnealingLR::CosineAnnealingLR(SGD& optimizer, std::int64_t t_max, double eta_min)
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, std::int64_t t_max, double eta_min)
     : optimizer_(&optimizer), t_max_(t_max), eta_min_(eta_min), base_lr_(optimizer.lr()) {
   if (t_max < 1) {
     throw ConfigError(

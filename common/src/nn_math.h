@@ -1,12 +1,15 @@
-// The arithmetic of dist/nn.h, one output value at a time (internal). The CPU loops in nn.cpp and
-// the CUDA kernels in gpu/nn_kernels.cu both call these functions, so both devices compute every
-// value with the same operations in the same order: in double, rounded once to float32. (The
-// kernels are built without fused multiply-adds, which would round differently.) Shapes: a batch
-// of `rows` rows, row-major; weight[j][i] at j * in + i.
+// The arithmetic of dist/nn.h and dist/optim.h, one output value at a time (internal). The CPU
+// loops in nn.cpp and optim.cpp and the CUDA kernels in gpu/nn_kernels.cu all call these functions,
+// so both devices compute every value with the same operations in the same order: in double,
+// rounded once to float32, or in float32 where torch computes in float32 (the optimizers). The
+// kernels are built without implicit fused multiply-adds, which would round differently; Adam's
+// three are asked for by name (fused_multiply_add). Shapes: a batch of `rows` rows, row-major;
+// weight[j][i] at j * in + i.
 #pragma once
 
 #include <math.h>  // exp and log, declared for device code by nvcc as well
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -149,6 +152,47 @@ DIST_HOST_DEVICE inline float sgd_momentum(float param, float grad, float& buf, 
     direction = grad + ahead;
   }
   return sgd(param, direction, lr);
+}
+
+// a * b + c rounded once, as a fused multiply-add: called by name, on the host (std::fmaf) and
+// in a kernel (__fmaf_rn), so that it is fused on every build and never anywhere else. Where torch
+// fuses (Adam below), this is how the same bits come out; the kernels' file is built with
+// --fmad=false, and the CPU build does not contract, so every other a * b + c rounds twice.
+DIST_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fmaf(a, b, c);
+#endif
+}
+
+// The scalars of one Adam step, worked out once per step in double as torch's Python does, then
+// each rounded to float32 as a tensor op rounds its scalar argument (see Adam::step in optim.cpp).
+struct AdamScalars {
+  float beta1, one_minus_beta1;  // 1 - beta1 computed in double, then rounded
+  float beta2, one_minus_beta2;
+  float eps;
+  float weight_decay;           // 0: none (torch skips the add)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^step), in double, then rounded
+  float minus_step_size;        // -lr / (1 - beta1^step), in double, then rounded
+};
+
+// Adam, one value, as torch 1.13's _single_tensor_adam computes it on the CPU (amsgrad and
+// maximize off): every operation rounds to float32 once, and the three that torch's CPU kernels
+// fuse are fused here too. Updates the moments m and v and returns the new parameter.
+DIST_HOST_DEVICE inline float adam(float param, float grad, float& m, float& v,
+                                   const AdamScalars& s) {
+  // grad = grad.add(param, alpha=weight_decay)
+  if (s.weight_decay != 0) grad = fused_multiply_add(param, s.weight_decay, grad);
+  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+  m = fused_multiply_add(s.one_minus_beta1, grad, m * s.beta1);
+  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): value * grad rounded first
+  const float scaled = s.one_minus_beta2 * grad;
+  v = fused_multiply_add(scaled, grad, v * s.beta2);
+  // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+  const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+  // param.addcdiv_(exp_avg, denom, value=-step_size): (value * exp_avg) / denom + param
+  return param + (s.minus_step_size * m) / denom;
 }
 
 }  // namespace dist::nn_math

@@ -4,6 +4,7 @@
 #include "dist/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <concepts>
@@ -167,7 +168,44 @@ Tensor& assign_result(Tensor& self, Tensor result, std::string_view op) {
   return self;
 }
 
+// The storage counters of memory_allocated(): live and peak bytes per kind of device, changed
+// only by Buffer, which allocates and frees every tensor's bytes.
+struct StorageCounter {
+  std::atomic<std::int64_t> live{0};
+  std::atomic<std::int64_t> peak{0};
+
+  void allocated(std::int64_t bytes) {
+    const std::int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::int64_t seen = peak.load(std::memory_order_relaxed);
+    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+  }
+  void freed(std::int64_t bytes) { live.fetch_sub(bytes, std::memory_order_relaxed); }
+};
+
+// Initialised before any code runs (constinit) and never destroyed (a trivial destructor): tensors
+// in other static objects may be made and freed before main and after it.
+constinit StorageCounter cpu_storage, cuda_storage;
+static_assert(std::is_trivially_destructible_v<StorageCounter>);
+
+StorageCounter& storage_counter(Device device) {
+  return device.is_cpu() ? cpu_storage : cuda_storage;
+}
+
 }  // namespace
+
+std::int64_t memory_allocated(Device device) {
+  return storage_counter(device).live.load(std::memory_order_relaxed);
+}
+
+std::int64_t max_memory_allocated(Device device) {
+  return storage_counter(device).peak.load(std::memory_order_relaxed);
+}
+
+void reset_peak_memory_stats(Device device) {
+  StorageCounter& counter = storage_counter(device);
+  counter.peak.store(counter.live.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 namespace detail {
 
@@ -175,6 +213,7 @@ Buffer::Buffer(std::size_t nbytes, Device device) : size_(nbytes), device_(devic
   if (nbytes == 0) return;
   data_ = device.is_cpu() ? new std::byte[nbytes]()  // () zero-fills
                           : static_cast<std::byte*>(gpu::allocate(nbytes, device.index()));
+  storage_counter(device_).allocated(static_cast<std::int64_t>(size_));
 }
 
 Buffer::Buffer(const Buffer& other) : Buffer(other.size_, other.device_) {
@@ -206,6 +245,7 @@ Buffer::~Buffer() {
 }
 
 void Buffer::release() noexcept {
+  if (data_ != nullptr) storage_counter(device_).freed(static_cast<std::int64_t>(size_));
   if (device_.is_cpu()) {
     delete[] data_;
   } else {
@@ -248,7 +288,8 @@ Tensor Tensor::zeros(std::int64_t n, DType dtype, Device device) {
 Tensor Tensor::full(std::int64_t n, double value, DType dtype, Device device) {
   Tensor t(n, dtype);
   t.fill_(value);
-  return device.is_cpu() ? t : t.to(device);
+  if (!device.is_cpu()) return t.to(device);
+  return t;  // moved out, not copied (a ?: of t would copy it)
 }
 
 Tensor Tensor::arange(std::int64_t n, DType dtype, Device device) {
@@ -257,7 +298,8 @@ Tensor Tensor::arange(std::int64_t n, DType dtype, Device device) {
     T* p = t.data_ptr<T>();
     for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
   });
-  return device.is_cpu() ? t : t.to(device);
+  if (!device.is_cpu()) return t.to(device);
+  return t;  // moved out, not copied (a ?: of t would copy it)
 }
 
 Tensor Tensor::to(Device device) const {

@@ -17,6 +17,7 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/nn.h"
+#include "dist/optim.h"
 #include "ranks.h"
 #include "spin_kernel.h"
 
@@ -370,6 +371,48 @@ TEST(GpuNn, SgdMomentumGivesTheCpuBits) {
     resumed.step();
     EXPECT_TRUE(gpu.data.cpu().equal(cpu.data));
   }
+}
+
+// Adam (chapter 12): the kernel computes nn_math::adam, fused multiply-adds included (__fmaf_rn),
+// so parameters and both moments keep the CPU loop's bits, which are torch's (optim_test), with
+// weight decay off and on, over more values than one block and a partial block.
+TEST(GpuNn, AdamGivesTheCpuBits) {
+  constexpr std::int64_t kValues = 300;
+  for (const double weight_decay : {0.0, 0.1}) {
+    std::vector<float> start;
+    for (std::int64_t i = 0; i < kValues; ++i)
+      start.push_back(static_cast<float>((i * 37) % 101) / 50 - 1);
+    dist::Parameter cpu{"p", Tensor::from(start), dist::zeros(kValues)};
+    dist::Parameter gpu{"p", Tensor::from(start, kGpu), dist::zeros(kValues, dist::kFloat32, kGpu)};
+    const dist::AdamOptions options{.beta1 = 0.8, .beta2 = 0.99, .weight_decay = weight_decay};
+    dist::Adam cpu_opt({&cpu}, 0.05, options), gpu_opt({&gpu}, 0.05, options);
+    for (int step = 0; step < 10; ++step) {
+      std::vector<float> g;
+      for (std::int64_t i = 0; i < kValues; ++i)
+        g.push_back(std::ldexp(static_cast<float>((i * 7 + step * 3) % 11) - 5, -(i % 13)));
+      cpu.grad = Tensor::from(g);
+      gpu.grad = Tensor::from(g, kGpu);
+      cpu_opt.step();
+      gpu_opt.step();
+      EXPECT_EQ(gpu_opt.exp_avg()[0].device(), kGpu);
+      EXPECT_TRUE(gpu.data.cpu().equal(cpu.data)) << "weight decay " << weight_decay;
+      EXPECT_TRUE(gpu_opt.exp_avg()[0].cpu().equal(cpu_opt.exp_avg()[0]));
+      EXPECT_TRUE(gpu_opt.exp_avg_sq()[0].cpu().equal(cpu_opt.exp_avg_sq()[0]));
+    }
+  }
+}
+
+// The storage counters count GPU tensors apart from CPU ones.
+TEST(GpuTensor, MemoryAllocatedCountsGpuStorage) {
+  const std::int64_t cpu_base = dist::memory_allocated(), base = dist::memory_allocated(kGpu);
+  dist::reset_peak_memory_stats(kGpu);
+  {
+    Tensor t(1000, dist::kFloat32, kGpu);
+    EXPECT_EQ(dist::memory_allocated(kGpu), base + 4000);
+    EXPECT_EQ(dist::memory_allocated(), cpu_base);
+  }
+  EXPECT_EQ(dist::memory_allocated(kGpu), base);
+  EXPECT_EQ(dist::max_memory_allocated(kGpu), base + 4000);
 }
 
 // ReLU, BatchNorm1d (training and evaluation) and cross_entropy: the GPU kernels give the CPU's

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dist/nn.h"
+#include "dist/optim.h"
 #include "errors.h"
 #include "nn_math.h"
 #include "ranks.h"
@@ -240,7 +241,7 @@ TEST(Sgd, LoadedMomentumBuffersContinueTheSameSteps) {
                        "Nesterov momentum requires a momentum and zero dampening"));
 }
 
-// torch 1.13's own numbers, printed by
+// torch 1.13's own numbers, printed by (torch.optim.Adam in place of SGD prints the same)
 //   opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=BASE)
 //   s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=T, eta_min=ETA)
 //   for _ in range(N): opt.step(); s.step(); print(repr(opt.param_groups[0]["lr"]))
@@ -268,13 +269,19 @@ TEST(CosineAnnealingLR, GivesTorchsLearningRatesToTheBit) {
   };
   for (const auto& c : cases) {
     dist::Linear model(1, 1, {{0}, {0}});
-    dist::SGD optimizer(model.parameters(), c.base);
-    dist::CosineAnnealingLR schedule(optimizer, c.t_max, c.eta_min);
-    EXPECT_EQ(schedule.lr(), c.base);
-    for (std::size_t k = 0; k < c.torch.size(); ++k) {
-      schedule.step();
-      EXPECT_EQ(schedule.last_epoch(), static_cast<std::int64_t>(k + 1));
-      EXPECT_EQ(optimizer.lr(), c.torch[k]) << "T_max " << c.t_max << ", step " << k + 1;
+    dist::SGD sgd(model.parameters(), c.base);
+    dist::Adam adam(model.parameters(), c.base);
+    for (dist::Optimizer* optimizer : std::vector<dist::Optimizer*>{&sgd, &adam}) {
+      const char* which = optimizer == &sgd ? "SGD" : "Adam";
+      dist::CosineAnnealingLR schedule(*optimizer, c.t_max, c.eta_min);
+      EXPECT_EQ(schedule.lr(), c.base);
+      for (std::size_t k = 0; k < c.torch.size(); ++k) {
+        optimizer->step();
+        schedule.step();
+        EXPECT_EQ(schedule.last_epoch(), static_cast<std::int64_t>(k + 1));
+        EXPECT_EQ(optimizer->lr(), c.torch[k])
+            << which << ", T_max " << c.t_max << ", step " << k + 1;
+      }
     }
   }
 }

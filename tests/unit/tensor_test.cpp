@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -399,6 +401,61 @@ TEST(TensorRepr, StreamingPrintsTheRepr) {
   std::ostringstream os;
   os << Int32s({1, 2});
   EXPECT_EQ(os.str(), "tensor([1, 2], dtype=torch.int32)");
+}
+
+// The storage counters (torch.cuda.memory_allocated and max_memory_allocated, for the CPU too):
+// every byte of tensor storage made and freed, exactly; copies count, moves and empty tensors
+// do not. Counted from a base: gtest itself holds no tensors, but other tests' statics might.
+TEST(MemoryStats, CountLiveAndPeakBytesOfTensorStorageExactly) {
+  const std::int64_t base = dist::memory_allocated();
+  dist::reset_peak_memory_stats();
+  EXPECT_EQ(dist::max_memory_allocated(), base);
+  {
+    Tensor a(1000, dist::kFloat32);  // 4000 bytes
+    EXPECT_EQ(dist::memory_allocated(), base + 4000);
+    Tensor b = Tensor::full(250, 1.5, dist::kFloat64);  // 2000 bytes
+    EXPECT_EQ(dist::memory_allocated(), base + 6000);
+    Tensor c = b;  // a copy copies the storage
+    EXPECT_EQ(dist::memory_allocated(), base + 8000);
+    Tensor d = std::move(c);  // a move does not
+    Tensor empty;
+    EXPECT_EQ(dist::memory_allocated(), base + 8000);
+    a = Tensor();  // a's 4000 bytes freed
+    EXPECT_EQ(dist::memory_allocated(), base + 4000);
+    EXPECT_EQ(dist::max_memory_allocated(), base + 8000);
+    dist::reset_peak_memory_stats();  // the peak starts again from what is live
+    EXPECT_EQ(dist::max_memory_allocated(), base + 4000);
+    Tensor e = Tensor::arange(3, dist::kInt32);  // 12 bytes
+    EXPECT_EQ(dist::max_memory_allocated(), base + 4012);
+    d = e;  // a 12-byte copy made first, then d's 2000 bytes freed: 24 more at the peak
+    EXPECT_EQ(dist::memory_allocated(), base + 2024);
+    EXPECT_EQ(dist::max_memory_allocated(), base + 4024);
+  }
+  EXPECT_EQ(dist::memory_allocated(), base);
+  EXPECT_EQ(dist::max_memory_allocated(), base + 4024);
+  EXPECT_EQ(dist::memory_allocated(dist::Device::cuda(0)), 0);  // a CPU tensor is not a GPU's
+}
+
+// Atomic counters: threads making and freeing tensors at once lose no update, and the peak is
+// at least the largest single moment and at most everything at once.
+TEST(MemoryStats, ThreadsLoseNoUpdate) {
+  const std::int64_t base = dist::memory_allocated();
+  dist::reset_peak_memory_stats();
+  constexpr int kThreads = 4, kRounds = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < kRounds; ++i) {
+        Tensor x(16 + t, dist::kFloat32);
+        Tensor y = x;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(dist::memory_allocated(), base);
+  const std::int64_t all_at_once = 2 * 4 * (16 + 17 + 18 + 19);
+  EXPECT_GE(dist::max_memory_allocated(), base + 2 * 4 * 16);
+  EXPECT_LE(dist::max_memory_allocated(), base + all_at_once);
 }
 
 }  // namespace

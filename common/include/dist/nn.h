@@ -142,6 +142,23 @@ struct MseLoss {
 };
 MseLoss mse_loss(const Tensor& out, const Tensor& target);
 
+// What every optimizer here has (torch.optim.Optimizer's part that a training loop and a
+// learning-rate schedule use): dist::SGD below, dist::Adam in dist/optim.h. One parameter group.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void zero_grad() = 0;  // every grad to 0
+  virtual void step() = 0;       // one update of every parameter from its grad
+  virtual double lr() const = 0;
+  // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
+  virtual void set_lr(double lr) = 0;
+
+ protected:
+  Optimizer() = default;
+  Optimizer(const Optimizer&) = default;
+  Optimizer& operator=(const Optimizer&) = default;
+};
+
 // torch.optim.SGD's options beyond the learning rate (weight decay is not here). With momentum m,
 // every parameter keeps a momentum buffer, the optimizer's state: torch 1.13's step (in
 // torch/optim/sgd.py) sets it to the gradient at the first step, then
@@ -155,15 +172,14 @@ struct SGDOptions {
 };
 
 // torch.optim.SGD(params, lr, momentum=..., dampening=..., nesterov=...).
-class SGD {
+class SGD : public Optimizer {
  public:
   SGD(std::vector<Parameter*> params, double lr, SGDOptions options = {});
-  void zero_grad();  // every grad to 0 (torch 1.13 keeps zero tensors by default, as here)
+  void zero_grad() override;  // every grad to 0 (torch 1.13 keeps zero tensors by default, as here)
   // p -= lr * p.grad, in float32 as torch computes it; with momentum, through the buffer.
-  void step();
-  double lr() const { return lr_; }
-  // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
-  void set_lr(double lr);
+  void step() override;
+  double lr() const override { return lr_; }
+  void set_lr(double lr) override;
   const SGDOptions& options() const { return options_; }
 
   // optimizer.state[p]["momentum_buffer"] for each parameter, in the parameters' order: empty
@@ -188,16 +204,17 @@ class SGD {
 // optimizer.step(), once per step (or once per epoch, with t_max counted in epochs). Each new rate
 // is computed from the previous one as torch 1.13 computes it (a ratio of cosines, not the formula
 // above), so the same calls give torch's doubles to the bit; past t_max the rate climbs back up,
-// as torch's does. Resuming: a new schedule, step()ped as often as the run had stepped.
+// as torch's does. Resuming: a new schedule, step()ped as often as the run had stepped. Any
+// dist::Optimizer: SGD, or Adam (dist/optim.h).
 class CosineAnnealingLR {
  public:
-  CosineAnnealingLR(SGD& optimizer, std::int64_t t_max, double eta_min = 0);
+  CosineAnnealingLR(Optimizer& optimizer, std::int64_t t_max, double eta_min = 0);
   void step();  // the next step's learning rate, set on the optimizer
   std::int64_t last_epoch() const { return last_epoch_; }  // step() calls so far (torch's name)
   double lr() const { return optimizer_->lr(); }
 
  private:
-  SGD* optimizer_;
+  Optimizer* optimizer_;
   std::int64_t t_max_;
   double eta_min_, base_lr_;
   std::int64_t last_epoch_ = 0;

@@ -131,7 +131,8 @@ class Tensor {
   static Tensor from(const std::vector<T>& values, Device device = {}) {
     Tensor t(static_cast<std::int64_t>(values.size()), dtype_of<T>());
     if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
-    return device.is_cpu() ? t : t.to(device);
+    if (!device.is_cpu()) return t.to(device);
+    return t;  // moved out, not copied (a ?: of t would copy it)
   }
   template <typename T>
   static Tensor from(std::initializer_list<T> values, Device device = {}) {
@@ -279,5 +280,20 @@ inline Tensor zeros(std::int64_t n, DType dtype = kFloat32, Device device = {}) 
 inline Tensor full(std::int64_t n, double v, DType dtype = kFloat32, Device device = {}) {
   return Tensor::full(n, v, dtype, device);
 }
+
+// Bytes of tensor storage this process holds, counted where every dist::Tensor's storage is made
+// and freed: torch.cuda.memory_allocated, max_memory_allocated and reset_peak_memory_stats, for
+// the CPU as well as the GPU. One count per kind of device: `device` is Device::cpu() (the
+// default) or any cuda:i, and every GPU of the process counts together (one per rank in the
+// chapters). Only tensors count: not the library's other buffers (DDP's buckets are tensors;
+// a backend's own scratch memory, NCCL's included, is not), nor what the allocator rounds up.
+// Safe to call from any thread.
+//
+//   dist::reset_peak_memory_stats();
+//   ... one training step ...
+//   std::int64_t peak = dist::max_memory_allocated();  // the step's high-water mark, in bytes
+std::int64_t memory_allocated(Device device = {});      // live now
+std::int64_t max_memory_allocated(Device device = {});  // the most live since start or last reset
+void reset_peak_memory_stats(Device device = {});       // the peak becomes the live count
 
 }  // namespace dist

@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <string>
 
+namespace dist::nn_math {
+struct AdamScalars;  // nn_math.h
+}  // namespace dist::nn_math
+
 namespace dist::gpu {
 
 // What this process can see, taken once and cached: the answers cannot change while it runs
@@ -54,6 +58,9 @@ void sgd_step(float* param, const float* grad, std::int64_t n, float lr, int dev
 void sgd_momentum_step(float* param, const float* grad, float* buf, bool first, std::int64_t n,
                        float lr, float momentum, float one_minus_dampening, bool nesterov,
                        int device);
+// nn_math::adam on every value (dist::Adam): updates exp_avg `m`, exp_avg_sq `v` and the parameter.
+void adam_step(float* param, const float* grad, float* m, float* v, std::int64_t n,
+               const nn_math::AdamScalars& scalars, int device);
 void relu_forward(const float* x, float* out, std::int64_t n, int device);
 void relu_backward(const float* x, const float* grad_out, float* grad_x, std::int64_t n,
                    int device);

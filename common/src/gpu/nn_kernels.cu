@@ -4,7 +4,8 @@
 // and the loss reduced by one block, so the order of additions (and so every bit) is fixed.
 // This file is compiled with --fmad=false (common/CMakeLists.txt): nvcc would otherwise fuse
 // a * b + c into one rounding (SGD's p - lr * g, BatchNorm's weight * xhat + bias), and the
-// results would differ from the CPU's in the last bit.
+// results would differ from the CPU's in the last bit. Adam's fused multiply-adds, which torch's
+// CPU kernels have too, are written out (nn_math::fused_multiply_add: __fmaf_rn here).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -95,6 +96,13 @@ __global__ void sgd_momentum_kernel(float* param, const float* grad, float* buf,
     param[k] =
         nn_math::sgd_momentum(param[k], grad[k], buf[k], first, lr, momentum, keep, nesterov);
   }
+}
+
+// Adam's scalars travel by value: one copy per launch, in the kernel's parameter space.
+__global__ void adam_kernel(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                            nn_math::AdamScalars scalars) {
+  const std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) param[k] = nn_math::adam(param[k], grad[k], m[k], v[k], scalars);
 }
 
 __global__ void relu_forward_kernel(const float* x, float* out, std::int64_t n) {
@@ -249,6 +257,14 @@ void sgd_momentum_step(float* param, const float* grad, float* buf, bool first, 
   sgd_momentum_kernel<<<blocks_for(n), kThreads>>>(param, grad, buf, first, n, lr, momentum,
                                                    one_minus_dampening, nesterov);
   finish("SGD.step", device);
+}
+
+void adam_step(float* param, const float* grad, float* m, float* v, std::int64_t n,
+               const nn_math::AdamScalars& scalars, int device) {
+  if (n == 0) return;
+  const DeviceGuard guard(device);
+  adam_kernel<<<blocks_for(n), kThreads>>>(param, grad, m, v, n, scalars);
+  finish("Adam.step", device);
 }
 
 }  // namespace dist::gpu

@@ -53,6 +53,10 @@ void sgd_momentum_step(float*, const float*, float*, bool, std::int64_t, float, 
                        int device) {
   no_gpu_path("SGD.step on cuda:" + std::to_string(device));
 }
+void adam_step(float*, const float*, float*, float*, std::int64_t, const nn_math::AdamScalars&,
+               int device) {
+  no_gpu_path("Adam.step on cuda:" + std::to_string(device));
+}
 
 void relu_forward(const float*, float*, std::int64_t, int device) {
   no_gpu_path("ReLU.forward on cuda:" + std::to_string(device));
