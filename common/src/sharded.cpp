@@ -275,4 +275,28 @@ ShardedDataParallel::Memory ShardedDataParallel::memory() const {
   return m;
 }
 
+ShardedDataParallel::Memory ShardedDataParallel::expected_memory(
+    int stage, const std::vector<std::int64_t>& unit_numels, int world) {
+  std::int64_t psi = 0, chunks = 0;
+  for (std::int64_t n : unit_numels) {
+    psi += n;
+    chunks += (n + world - 1) / world;
+  }
+  Memory m;
+  m.parameters = stage == 3 ? 0 : 4 * psi;
+  m.gradients = stage == 1 ? 4 * psi : 0;
+  m.shards = 4 * chunks;
+  m.shard_gradients = 4 * chunks;
+  return m;
+}
+
+std::int64_t ShardedDataParallel::expected_bytes_sent(int stage,
+                                                      const std::vector<std::int64_t>& unit_numels,
+                                                      int world) {
+  std::int64_t chunks = 0;
+  for (std::int64_t n : unit_numels) chunks += (n + world - 1) / world;
+  const std::int64_t passes = stage == 3 ? 3 : 2;  // reduce_scatter, then 1 or 2 gathers
+  return passes * 4 * chunks * (world - 1);
+}
+
 }  // namespace dist

@@ -186,6 +186,31 @@ TEST(Sharded, EachStageHoldsWhatItShouldAtRest) {
       ok = ok && mem.shards == shard && mem.shard_gradients == shard && mem.in_flight == 0;
       ok = ok && mem.parameters == (stage == 3 ? 0 : whole);
       ok = ok && mem.gradients == (stage == 3 ? 0 : whole);
+      // After a step (stage 2 frees the whole gradients in backward), the closed forms.
+      dist::Tensor x = batch(rank, 0).first;
+      dist::Linear* layers[] = {&m.a, &m.b, &m.c};
+      dist::Tensor h = x;
+      for (std::size_t u = 0; u < 3; ++u) {
+        sharded.before_forward(u);
+        h = layers[u]->forward(h);
+        sharded.after_forward(u);
+      }
+      dist::Tensor g = dist::Tensor::full(h.numel(), 1.0);
+      for (std::size_t u = 3; u-- > 0;) {
+        sharded.before_backward(u);
+        g = layers[u]->backward(g);
+        sharded.after_backward(u);
+      }
+      sharded.finish_gradient_sync();
+      sharded.after_step();
+      const auto after = sharded.memory();
+      const auto want = dist::ShardedDataParallel::expected_memory(stage, {40, 24, 15}, 3);
+      ok = ok && after.parameters == want.parameters && after.gradients == want.gradients &&
+           after.shards == want.shards && after.shard_gradients == want.shard_gradients &&
+           after.in_flight == 0;
+      // The closed forms by hand: stage 2 keeps no whole gradient, stage 3 no whole parameter.
+      ok = ok && want.shards == shard && want.parameters == (stage == 3 ? 0 : whole) &&
+           want.gradients == (stage == 1 ? whole : 0);
       if (!ok) std::printf("stage %d: memory is not what it should be\n", stage);
     }
     return ok ? 0 : 1;

@@ -52,8 +52,8 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -114,6 +114,18 @@ class ShardedDataParallel {
     std::int64_t parameters = 0, gradients = 0, shards = 0, shard_gradients = 0, in_flight = 0;
   };
   Memory memory() const;
+
+  // The closed forms, for units of `unit_numels` values at `world` ranks (c_u = ⌈n_u/W⌉):
+  // what memory() says between two steps (after after_step()): stages 1 and 2 keep the whole
+  // parameters (4Ψ bytes), stage 1 the whole gradients too; every stage keeps each shard and its
+  // gradient (4Σc_u each; the shard is a copy beside the whole parameters at stages 1 and 2,
+  // since dist::Tensor has no views, where torch's flat parameter is one).
+  static Memory expected_memory(int stage, const std::vector<std::int64_t>& unit_numels, int world);
+  // Payload bytes this rank sends per step: every unit reduce-scattered and gathered once (stage
+  // 3: gathered twice, for its forward and its backward), 4c_u(W − 1) bytes each time: 2Ψ(W − 1)/W
+  // values at stages 1 and 2, 3Ψ(W − 1)/W at stage 3, when W divides every n_u.
+  static std::int64_t expected_bytes_sent(int stage, const std::vector<std::int64_t>& unit_numels,
+                                          int world);
 
  private:
   struct Unit {
