@@ -1,7 +1,6 @@
 // ShardedDataParallel (dist/sharded.h).
 #include "dist/sharded.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -139,8 +138,8 @@ void ShardedDataParallel::wait(Work& work) {
 void ShardedDataParallel::start_gather(std::size_t u) {
   Unit& unit = units_[u];
   if (unit.whole || unit.gather) return;  // whole already, or on its way
-  unit.gathered.assign(static_cast<std::size_t>(world_), Tensor(unit.chunk, kFloat32, device_));
-  unit.gather = comm_->all_gather(unit.gathered, unit.shard.data, {.async_op = true});
+  unit.gathered = Tensor(unit.chunk * world_, kFloat32, device_);
+  unit.gather = comm_->all_gather_into_tensor(unit.gathered, unit.shard.data, {.async_op = true});
 }
 
 void ShardedDataParallel::finish_gather(std::size_t u) {
@@ -152,19 +151,10 @@ void ShardedDataParallel::finish_gather(std::size_t u) {
   // The W chunks, one after the other, are the flat layout; each parameter is a slice of it.
   for (std::size_t i = 0; i < unit.params.size(); ++i) {
     Parameter* p = unit.params[i];
-    const std::int64_t n = i + 1 < unit.params.size() ? unit.offsets[i + 1] - unit.offsets[i]
-                                                      : unit.numel - unit.offsets[i];
-    Tensor data(n, kFloat32, device_);
-    for (std::int64_t done = 0; done < n;) {
-      const std::int64_t at = unit.offsets[i] + done;
-      const std::int64_t r = at / unit.chunk, within = at % unit.chunk;
-      const std::int64_t take = std::min(n - done, unit.chunk - within);
-      data.assign_slice(done, unit.gathered[static_cast<std::size_t>(r)].slice(within, take));
-      done += take;
-    }
-    p->data = std::move(data);
+    const std::int64_t end = i + 1 < unit.params.size() ? unit.offsets[i + 1] : unit.numel;
+    p->data = unit.gathered.slice(unit.offsets[i], end - unit.offsets[i]);
   }
-  unit.gathered.clear();
+  unit.gathered = Tensor();
   unit.whole = true;
 }
 
@@ -213,12 +203,9 @@ Tensor ShardedDataParallel::flat_gradient(const Unit& unit) const {
 
 void ShardedDataParallel::start_reduce_scatter(std::size_t u) {
   Unit& unit = units_[u];
-  const Tensor flat = flat_gradient(unit);
-  std::vector<Tensor> chunks;
-  for (int r = 0; r < world_; ++r) chunks.push_back(flat.slice(unit.chunk * r, unit.chunk));
-  scatter_inputs_.push_back(std::move(chunks));
-  reduce_scatters_.push_back(comm_->reduce_scatter(unit.shard.grad, scatter_inputs_.back(),
-                                                   ReduceOp::SUM, {.async_op = true}));
+  scatter_inputs_.push_back(flat_gradient(unit));
+  reduce_scatters_.push_back(comm_->reduce_scatter_tensor(unit.shard.grad, scatter_inputs_.back(),
+                                                          ReduceOp::SUM, {.async_op = true}));
 }
 
 void ShardedDataParallel::after_backward(std::size_t u) {
@@ -267,11 +254,9 @@ ShardedDataParallel::Memory ShardedDataParallel::memory() const {
     }
     m.shards += bytes(unit.shard.data);
     m.shard_gradients += bytes(unit.shard.grad);
-    for (const Tensor& t : unit.gathered) m.in_flight += bytes(t);
+    m.in_flight += bytes(unit.gathered);
   }
-  for (const auto& chunks : scatter_inputs_) {
-    for (const Tensor& t : chunks) m.in_flight += bytes(t);
-  }
+  for (const Tensor& t : scatter_inputs_) m.in_flight += bytes(t);
   return m;
 }
 

@@ -203,6 +203,13 @@ TEST(Sharded, EachStageHoldsWhatItShouldAtRest) {
       }
       sharded.finish_gradient_sync();
       sharded.after_step();
+      // One step's traffic: 40, 24, 15 values at 3 ranks are chunks of 14, 8, 5; each is sent
+      // to 2 peers per pass: reduce_scatter and all_gather (stage 3: two gathers).
+      const std::int64_t passes = stage == 3 ? 3 : 2;
+      ok = ok && sharded.bytes_sent() == passes * 4 * (14 + 8 + 5) * 2 &&
+           sharded.bytes_sent() ==
+               dist::ShardedDataParallel::expected_bytes_sent(stage, {40, 24, 15}, 3);
+      if (!ok) std::printf("stage %d: sent %lld bytes\n", stage, (long long)sharded.bytes_sent());
       const auto after = sharded.memory();
       const auto want = dist::ShardedDataParallel::expected_memory(stage, {40, 24, 15}, 3);
       ok = ok && after.parameters == want.parameters && after.gradients == want.gradients &&

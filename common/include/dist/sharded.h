@@ -103,6 +103,8 @@ class ShardedDataParallel {
   // This rank's shard of each unit: what the optimizer steps. Stable for this object's life.
   std::vector<Parameter*> shards();
   int stage() const { return options_.stage; }
+  // Payload bytes this rank has sent on the communication group (ProcessGroup::bytes_sent).
+  std::int64_t bytes_sent() const { return comm_->bytes_sent(); }
   std::size_t units() const { return units_.size(); }
   // Unit u's values (n) and chunk (c = ⌈n/W⌉; the shard's size, padding included).
   std::int64_t unit_numel(std::size_t u) const { return units_[u].numel; }
@@ -133,9 +135,9 @@ class ShardedDataParallel {
     std::vector<std::int64_t> offsets;  // params[i] starts at offsets[i] in the flat layout
     std::int64_t numel = 0, chunk = 0;
     Parameter shard;
-    // A gather in flight: its Work and the W chunks it fills.
+    // A gather in flight: its Work and the W chunks it fills, one after the other.
     std::optional<Work> gather;
-    std::vector<Tensor> gathered;
+    Tensor gathered;
     bool whole = false;  // stage 3: the params hold data now
   };
 
@@ -156,7 +158,7 @@ class ShardedDataParallel {
   std::vector<Work> reduce_scatters_;
   // The reduce_scatters' inputs, alive (and in place: a deque does not move its elements) until
   // they end.
-  std::deque<std::vector<Tensor>> scatter_inputs_;
+  std::deque<Tensor> scatter_inputs_;
   bool failed_ = false;
 };
 
