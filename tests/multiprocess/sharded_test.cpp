@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/ddp.h"
 #include "dist/dist.h"
+#include "dist/optim.h"
 #include "dist/sharded.h"
 #include "ranks.h"
 
@@ -68,11 +70,20 @@ std::vector<float> weights(Mlp& m) {
   return all;
 }
 
-// DDP and SGD with momentum: the reference.
-std::vector<float> train_ddp(int rank) {
+// The optimizers the stages are tried with: SGD with momentum, and Adam (chapter 12's).
+enum class Opt { kSgd, kAdam };
+std::unique_ptr<dist::Optimizer> make_optimizer(Opt which, std::vector<dist::Parameter*> params) {
+  if (which == Opt::kSgd)
+    return std::make_unique<dist::SGD>(params, kLr, dist::SGDOptions{.momentum = 0.9});
+  return std::make_unique<dist::Adam>(params, 0.01);
+}
+
+// DDP: the reference.
+std::vector<float> train_ddp(int rank, Opt which) {
   Mlp m(rank);
   dist::DistributedDataParallel ddp(m.parameters(), {.overlap = false});
-  dist::SGD opt(m.parameters(), kLr, {.momentum = 0.9});
+  auto opt_holder = make_optimizer(which, m.parameters());
+  dist::Optimizer& opt = *opt_holder;
   for (int step = 0; step < kSteps; ++step) {
     opt.zero_grad();
     auto [x, y] = batch(rank, step);
@@ -87,10 +98,12 @@ std::vector<float> train_ddp(int rank) {
 
 // The same training through ShardedDataParallel at `stage`; at stage 3 it also checks, at every
 // unit's turn, that only that unit is whole.
-std::vector<float> train_sharded(int rank, int stage, bool prefetch, bool* only_one_whole) {
+std::vector<float> train_sharded(int rank, Opt which, int stage, bool prefetch,
+                                 bool* only_one_whole) {
   Mlp m(rank);
   dist::ShardedDataParallel sharded(m.units(), {.stage = stage, .prefetch = prefetch});
-  dist::SGD opt(sharded.shards(), kLr, {.momentum = 0.9});
+  auto opt_holder = make_optimizer(which, sharded.shards());
+  dist::Optimizer& opt = *opt_holder;
   dist::Linear* layers[] = {&m.a, &m.b, &m.c};
   const auto whole_units = [&] {
     int n = 0;
@@ -144,18 +157,22 @@ class ShardedStages : public ::testing::TestWithParam<Case> {};
 TEST_P(ShardedStages, EndWithDdpsWeights) {
   const auto [world, stage] = GetParam();
   expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
-    const std::vector<float> ddp = train_ddp(rank);
-    bool only_one_whole = true;
-    const std::vector<float> sharded = train_sharded(rank, stage, true, &only_one_whole);
-    const double rel = worst_relative(sharded, ddp);
-    const bool bitwise = sharded == ddp;
-    std::printf("rank %d stage %d: %s, worst relative difference %.3g\n", rank, stage,
-                bitwise ? "bit-identical" : "not bit-identical", rel);
-    bool ok = only_one_whole && rel <= 1e-6;
-    if (world <= 2) ok = ok && bitwise;  // a sum of two is the same sum in either order
-    if (stage == 3) {
-      bool unused = true;
-      ok = ok && train_sharded(rank, 3, false, &unused) == sharded;  // prefetch: timing only
+    bool ok = true;
+    for (Opt which : {Opt::kSgd, Opt::kAdam}) {
+      const char* name = which == Opt::kSgd ? "SGD" : "Adam";
+      const std::vector<float> ddp = train_ddp(rank, which);
+      bool only_one_whole = true;
+      const std::vector<float> sharded = train_sharded(rank, which, stage, true, &only_one_whole);
+      const double rel = worst_relative(sharded, ddp);
+      const bool bitwise = sharded == ddp;
+      std::printf("rank %d stage %d, %s: %s, worst relative difference %.3g\n", rank, stage, name,
+                  bitwise ? "bit-identical" : "not bit-identical", rel);
+      ok = ok && only_one_whole && rel <= 1e-6;
+      if (world <= 2) ok = ok && bitwise;  // a sum of two is the same sum in either order
+      if (stage == 3) {
+        bool unused = true;
+        ok = ok && train_sharded(rank, which, 3, false, &unused) == sharded;  // timing only
+      }
     }
     return ok ? 0 : 1;
   }));
