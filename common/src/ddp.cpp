@@ -9,6 +9,7 @@
 #include "dist/check.h"
 #include "dist/init.h"
 #include "util/fnv1a.h"
+#include "util/worker_signals.h"
 
 namespace dist {
 namespace {
@@ -102,7 +103,8 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> paramet
   for (const Bucket& b : buckets_) missing_.push_back(b.params.size());
 
   if (options_.overlap && world_ > 1) {
-    comm_ = new_group();  // a collective: every rank creates it here, in the same order
+    comm_ = new_group();              // a collective: every rank creates it here, in the same order
+    const util::WorkerSignals quiet;  // the thread leaves SIGTERM and SIGUSR1 to the program
     thread_ = std::thread([this] { worker(); });
   }
 }

@@ -14,6 +14,7 @@
 
 #include "dist/check.h"
 #include "dist/process_group.h"
+#include "util/worker_signals.h"
 
 namespace dist {
 
@@ -146,7 +147,10 @@ ProcessGroup::ProcessGroup(int rank, int size, std::string backend,
 ProcessGroup::~ProcessGroup() = default;  // the backend's destructor has stopped the thread
 
 Work ProcessGroup::submit(std::function<void()> call) {
-  if (async_ == nullptr) async_ = std::make_unique<AsyncQueue>();
+  if (async_ == nullptr) {
+    const util::WorkerSignals quiet;  // its thread leaves SIGTERM and SIGUSR1 to the program
+    async_ = std::make_unique<AsyncQueue>();
+  }
   return Work(async_->push(std::move(call)));
 }
 

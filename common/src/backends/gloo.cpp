@@ -26,6 +26,7 @@
 #include "backends/gloo_mesh.h"
 #include "dist/check.h"
 #include "util/text.h"
+#include "util/worker_signals.h"
 #include "util/wrapping.h"
 
 namespace dist::backends {
@@ -435,7 +436,10 @@ std::unique_ptr<ProcessGroup> make_gloo_group(int rank, int size, Store& store,
   GlooConnections& c = *connections;
   with_gloo_errors(
       [&] {
-        c.device = gloo::transport::tcp::CreateDevice(attr);
+        {
+          const util::WorkerSignals quiet;  // Gloo's loop thread leaves SIGTERM and SIGUSR1 alone
+          c.device = gloo::transport::tcp::CreateDevice(attr);
+        }
         c.waker =
             std::make_unique<LoopWaker>(dynamic_cast<gloo::transport::tcp::Device&>(*c.device));
         auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);

@@ -35,6 +35,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/device_guard.h"
 #include "util/text.h"
+#include "util/worker_signals.h"
 
 namespace dist::backends {
 namespace {
@@ -175,8 +176,14 @@ class ProcessGroupNCCL : public ProcessGroup {
     config.blocking = 0;  // return at once; we poll, so that the wait has a deadline
     const auto deadline = Clock::now() + options.connect_timeout;
     const std::string call = "creating the NCCL communicator on cuda:" + std::to_string(device_);
-    ncclResult_t rc = ncclCommInitRankConfig(&comm_, size(), nccl_id, rank(), &config);
-    rc = settle(rc, deadline);
+    ncclResult_t rc = ncclSuccess;
+    {
+      // NCCL's threads (its init thread, then the proxy threads) leave SIGTERM and SIGUSR1 to
+      // the program, as the library's own do (util/worker_signals.h).
+      const util::WorkerSignals quiet;
+      rc = ncclCommInitRankConfig(&comm_, size(), nccl_id, rank(), &config);
+      rc = settle(rc, deadline);
+    }
     if (rc == ncclInProgress) {
       abort_communicator();
       throw TimeoutError(call + " on rank " + std::to_string(rank()) + " did not finish within " +

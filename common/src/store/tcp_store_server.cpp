@@ -11,6 +11,7 @@
 #include <charconv>
 
 #include "dist/check.h"
+#include "util/worker_signals.h"
 
 namespace dist {
 
@@ -52,6 +53,7 @@ TCPStore::Server::Server(const std::string& host, int port, std::uint64_t sessio
   wake_read_ = net::Fd(fds[0]);
   wake_write_ = net::Fd(fds[1]);
   port_ = net::local_port(listener_.get());
+  const util::WorkerSignals quiet;  // the thread leaves SIGTERM and SIGUSR1 to the program
   thread_ = std::thread([this] { loop(); });
 }
 
