@@ -8,10 +8,11 @@
 //
 // Adam keeps two running averages for every parameter value, of the gradient (exp_avg, m) and of
 // its square (exp_avg_sq, v), and steps each value by lr * m_hat / (sqrt(v_hat) + eps), the two
-// averages corrected for starting at zero:
-//   g = grad + weight_decay * param        (when weight_decay != 0: L2, not AdamW's decoupled
-//   decay) m = beta1 * m + (1 - beta1) * g v = beta2 * v + (1 - beta2) * g * g param -= lr / (1 -
-//   beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// averages corrected for starting at zero (t counts the steps, from 1):
+//   g = grad + weight_decay * param    (only when weight_decay != 0: L2, not AdamW's decay)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g * g
+//   param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // So its state is 8 bytes per float32 parameter value, twice the parameters' own 4: for a model of
 // P values, data parallelism keeps 4P of parameters, 4P of gradients and 8P of Adam's state on
 // every rank. That state is what a sharded optimizer (torch's ZeroRedundancyOptimizer) divides
@@ -22,7 +23,7 @@
 // operation: the scalars (bias corrections, step size) in double as torch's Python does, each value
 // in float32, and a fused multiply-add exactly where torch's CPU kernels use one (the weight decay,
 // exp_avg's add_ and exp_avg_sq's addcmul_). Parameters, exp_avg and exp_avg_sq all equal torch's
-// bits (tests/unit/adam_torch_bits.py writes torch's own numbers, and nn_test compares). The CUDA
+// bits (tests/unit/adam_torch_bits.py writes torch's own numbers, and optim_test compares). The CUDA
 // kernel (cuda preset) computes the same operations, so it gives the CPU's bits; torch's own CUDA
 // Adam may differ from them in the last bits.
 //
