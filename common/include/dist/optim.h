@@ -23,9 +23,9 @@
 // operation: the scalars (bias corrections, step size) in double as torch's Python does, each value
 // in float32, and a fused multiply-add exactly where torch's CPU kernels use one (the weight decay,
 // exp_avg's add_ and exp_avg_sq's addcmul_). Parameters, exp_avg and exp_avg_sq all equal torch's
-// bits (tests/unit/adam_torch_bits.py writes torch's own numbers, and optim_test compares). The CUDA
-// kernel (cuda preset) computes the same operations, so it gives the CPU's bits; torch's own CUDA
-// Adam may differ from them in the last bits.
+// bits (tests/unit/adam_torch_bits.py writes torch's own numbers, and optim_test compares). The
+// CUDA kernel (cuda preset) computes the same operations, so it gives the CPU's bits; torch's own
+// CUDA Adam may differ from them in the last bits.
 //
 // Not here: amsgrad=True and maximize=True (torch's defaults are off), capturable, differentiable,
 // foreach and fused (other ways to compute the same update), and more than one parameter group.
