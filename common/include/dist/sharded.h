@@ -41,11 +41,13 @@
 //
 // Every collective goes, in the same order on every rank, to a process group of its own
 // (new_group()), whose communication thread runs it; so they never interleave with the ones the
-// program makes. Equal gradients give equal shards, and an elementwise optimizer (SGD, Adam)
-// gives every rank, after the gather, what DDP's replicas hold: bit for bit where the reductions
-// are the same (at 1 and 2 ranks, where a sum of two is a sum of two in either order), to float32
-// rounding elsewhere (the ring's reduce_scatter sums each chunk in a different order from the
-// small all_reduce).
+// program makes. With NCCL that is safe only while the program issues no NCCL call of its own
+// during a step (NCCL does not allow two threads to do so on one GPU, even on two communicators;
+// the same rule as DDP's overlap, dist/ddp.h). Equal gradients give equal shards, and an
+// elementwise optimizer (SGD, Adam) gives every rank, after the gather, what DDP's replicas hold:
+// bit for bit where the reductions are the same (at 1 and 2 ranks, where a sum of two is a sum of
+// two in either order), to float32 rounding elsewhere (the ring's reduce_scatter sums each chunk in
+// a different order from the small all_reduce).
 //
 // Taught in: chapter 12 (sharding).
 // Built in: common/src/sharded.cpp.
