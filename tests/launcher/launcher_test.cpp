@@ -698,12 +698,14 @@ TEST(DdprunHygiene, RanksDieWithDdprunWhenItIsKilledBySigkillAt1_2And4Ranks) {
         {"--nproc-per-node", std::to_string(nproc), "sh", "-c", "echo started; exec sleep 60"},
         {marker});
     ASSERT_TRUE(ddprun.wait_for_ranks(nproc));
-    // ddprun and every rank; a rank between its echo and its exec may be missed for a moment.
-    const auto all_there = [&] {
-      return processes_with(marker).size() == static_cast<std::size_t>(nproc + 1);
-    };
-    for (int i = 0; i < 200 && !all_there(); ++i) std::this_thread::sleep_for(10ms);
-    ASSERT_TRUE(all_there());
+    // ddprun and every rank, seen at least once: a rank in the middle of its exec has no
+    // environment to read in /proc for a moment, so a count can come out low, never high.
+    bool all_there = false;
+    for (int i = 0; i < 200 && !all_there; ++i) {
+      all_there = processes_with(marker).size() >= static_cast<std::size_t>(nproc + 1);
+      if (!all_there) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(all_there);
     ddprun.send(SIGKILL);
     const Result r = ddprun.finish();     // end-of-file on the pipes only once every rank is gone
     EXPECT_EQ(r.exit_code, -1) << r.err;  // killed: no exit code
