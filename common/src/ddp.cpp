@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "agreement.h"
 #include "backends/common.h"
 #include "dist/check.h"
 #include "dist/init.h"
@@ -14,10 +15,8 @@
 namespace dist {
 namespace {
 
-// Every rank must wrap the same model: the same number of parameters with the same sizes. Each
-// rank all_gathers (count, total values, a hash of the sizes) and compares with rank 0's, as
-// torch's _verify_param_shape_across_processes does, so a mismatch is an error on every rank
-// instead of an all_reduce that hangs or mixes unrelated values.
+// Every rank must wrap the same model: the same number of parameters with the same sizes
+// (agreement.h): (count, total values, a hash of the sizes) against rank 0's.
 void verify_same_model(const std::vector<Parameter*>& parameters, ProcessGroup& group,
                        std::int64_t numel, Device device) {
   util::Fnv1a shape_hash;  // over the sizes, in order
@@ -25,25 +24,20 @@ void verify_same_model(const std::vector<Parameter*>& parameters, ProcessGroup& 
     const std::int64_t n = p->data.numel();
     shape_hash.add(&n, sizeof n);
   }
-  const Tensor mine =
-      Tensor::from<std::int64_t>({static_cast<std::int64_t>(parameters.size()), numel,
+  const auto differs =
+      detail::first_disagreement(group,
+                                 {static_cast<std::int64_t>(parameters.size()), numel,
                                   static_cast<std::int64_t>(shape_hash.value())},
                                  device);
-  std::vector<Tensor> everyone;
-  group.all_gather(everyone, mine);
-  const std::vector<std::int64_t> first = everyone[0].to_vector<std::int64_t>();
-  for (std::size_t r = 1; r < everyone.size(); ++r) {
-    const std::vector<std::int64_t> other = everyone[r].to_vector<std::int64_t>();
-    if (other != first) {
-      throw ConfigError(
-          "DistributedDataParallel: rank " + std::to_string(r) + " wraps " +
-          std::to_string(other[0]) + " parameters with " + std::to_string(other[1]) +
-          " values, rank 0 wraps " + std::to_string(first[0]) + " with " +
-          std::to_string(first[1]) +
-          (other[0] == first[0] && other[1] == first[1] ? " (the same totals, other sizes)" : "") +
-          ": every rank must build the same model");
-    }
-  }
+  if (!differs) return;
+  const std::vector<std::int64_t>& other = differs->theirs;
+  const std::vector<std::int64_t>& first = differs->rank0s;
+  throw ConfigError(
+      "DistributedDataParallel: rank " + std::to_string(differs->rank) + " wraps " +
+      std::to_string(other[0]) + " parameters with " + std::to_string(other[1]) +
+      " values, rank 0 wraps " + std::to_string(first[0]) + " with " + std::to_string(first[1]) +
+      (other[0] == first[0] && other[1] == first[1] ? " (the same totals, other sizes)" : "") +
+      ": every rank must build the same model");
 }
 
 }  // namespace

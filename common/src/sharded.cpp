@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "agreement.h"
 #include "dist/check.h"
 #include "dist/init.h"
 #include "util/fnv1a.h"
@@ -11,9 +12,8 @@
 namespace dist {
 namespace {
 
-// Every rank must shard the same model the same way: (stage, units, values, a hash of every
-// parameter's size in order), all_gathered and compared with rank 0's, so that a mismatch is an
-// error on every rank instead of collectives of different sizes.
+// Every rank must shard the same model the same way (agreement.h): (stage, units, values, a hash
+// of every parameter's size in order) against rank 0's.
 void verify_same_layout(const std::vector<std::vector<Parameter*>>& units, int stage,
                         ProcessGroup& group, Device device) {
   util::Fnv1a sizes;
@@ -27,22 +27,19 @@ void verify_same_layout(const std::vector<std::vector<Parameter*>>& units, int s
       numel += n;
     }
   }
-  const Tensor mine = Tensor::from<std::int64_t>({stage, static_cast<std::int64_t>(units.size()),
-                                                  numel, static_cast<std::int64_t>(sizes.value())},
-                                                 device);
-  std::vector<Tensor> everyone;
-  group.all_gather(everyone, mine);
-  const std::vector<std::int64_t> first = everyone[0].to_vector<std::int64_t>();
-  for (std::size_t r = 1; r < everyone.size(); ++r) {
-    const std::vector<std::int64_t> other = everyone[r].to_vector<std::int64_t>();
-    if (other == first) continue;
-    throw ConfigError("ShardedDataParallel: rank " + std::to_string(r) + " shards " +
-                      std::to_string(other[1]) + " units, " + std::to_string(other[2]) +
-                      " values, at stage " + std::to_string(other[0]) + "; rank 0 shards " +
-                      std::to_string(first[1]) + " units, " + std::to_string(first[2]) +
-                      " values, at stage " + std::to_string(first[0]) +
-                      ": every rank must build the same model and units, at the same stage");
-  }
+  const auto differs = detail::first_disagreement(group,
+                                                  {stage, static_cast<std::int64_t>(units.size()),
+                                                   numel, static_cast<std::int64_t>(sizes.value())},
+                                                  device);
+  if (!differs) return;
+  const std::vector<std::int64_t>& other = differs->theirs;
+  const std::vector<std::int64_t>& first = differs->rank0s;
+  throw ConfigError("ShardedDataParallel: rank " + std::to_string(differs->rank) + " shards " +
+                    std::to_string(other[1]) + " units, " + std::to_string(other[2]) +
+                    " values, at stage " + std::to_string(other[0]) + "; rank 0 shards " +
+                    std::to_string(first[1]) + " units, " + std::to_string(first[2]) +
+                    " values, at stage " + std::to_string(first[0]) +
+                    ": every rank must build the same model and units, at the same stage");
 }
 
 }  // namespace
