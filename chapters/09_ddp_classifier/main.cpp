@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     dist::Timeline timeline(rank);
     dist::Timeline* t = f.trace_dir.empty() ? nullptr : &timeline;
     if (t != nullptr) timeline.name_this_thread("main");
-    const std::string data = prepared_path(f);
+    const std::string data = prepared_path(f.data_dir, f.train_samples, f.test_samples);
     const auto [train, test] = dist::zero_first([&] {  // post C's torch_distributed_zero_first
       if (!std::filesystem::exists(data)) {
         prepare(data, f.train_samples, f.test_samples);  // rank 0; says "prepared PATH" on stderr

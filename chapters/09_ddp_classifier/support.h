@@ -1,11 +1,12 @@
 // Chapter 09's support code: what the training run needs but the lesson does not teach, so that
-// main.cpp reads as the run itself. The flags; the data set (Fashion-MNIST's gzipped IDX files,
-// shrunk to 14x14 and prepared once into one file); the initial weights and the batches, drawn
-// as twin.py draws them; checkpoints; rank 0's progress bar; number formatting.
+// main.cpp reads as the run itself. The flags; checkpoints; rank 0's progress bar; number
+// formatting. The data set, the initial weights and the batches are in fashion_data.h.
 #pragma once
 
 #include <dist/dist.h>
 #include <dist/nn.h>
+
+#include "fashion_data.h"
 
 #include <cstdint>
 #include <optional>
@@ -15,8 +16,7 @@
 
 namespace ch09 {
 
-using Indices = std::vector<std::int64_t>;
-constexpr std::int64_t kSide = 14, kPixels = kSide * kSide, kClasses = 10, kHidden = 128;
+constexpr std::int64_t kHidden = 128;
 
 // Every flag, with its default. --help lists them.
 struct Flags {
@@ -39,33 +39,6 @@ struct Flags {
 // so that a typo is an error naming the flag (exit 2), not a failure after the training.
 std::optional<Flags> parse_flags(int argc, char** argv);
 
-// ---- The data: what rank 0 prepares while the others wait
-
-struct Images {
-  std::vector<float> pixels;  // size() * kPixels values in [0, 1], row after row
-  std::vector<std::int64_t> labels;
-  std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
-};
-
-// Where the prepared file goes: its name holds the sizes, so other sizes make another file.
-std::string prepared_path(const Flags& flags);
-// Reads the first `train` training and `test` test images of Debian's dataset-fashion-mnist
-// (gzip, IDX; magic numbers and sizes checked), shrinks each 28x28 picture to 14x14 (the mean of
-// each 2x2 block), and writes both sets to one file with dist::write_file_atomically: written
-// whole or not at all, so a rank that reads it never sees half of it. Says so on stderr.
-void prepare(const std::string& path, std::int64_t train, std::int64_t test);
-// Every rank: the two sets from the prepared file.
-std::pair<Images, Images> load(const std::string& path, std::int64_t train, std::int64_t test);
-
-// nn.Linear's default initialisation, uniform in [-1/sqrt(in), 1/sqrt(in)), from torch.randint's
-// draws of `g` (as twin.py draws them): the weights first, then the biases.
-dist::LinearInit uniform_init(std::int64_t in, std::int64_t out, dist::Generator& g);
-
-// A batch's pixels and labels on `device`. With `flips` (training), each picture is mirrored
-// left-right with probability 1/2: a random augmentation, drawn from a per-rank generator.
-std::pair<dist::Tensor, dist::Tensor> batch_tensors(const Images& set, const Indices& batch,
-                                                    dist::Device device, dist::Generator* flips);
-
 // ---- Checkpoints: "DDPCKPT2", the epochs planned and the epochs done, then each tensor of
 // `state` as (count, float32 values), written with dist::write_file_atomically. The plan is part
 // of the run: the learning rate anneals over all its epochs.
@@ -85,8 +58,6 @@ bool same_on_every_rank(const std::string& fingerprint, dist::Device device);
 
 // Rank 0's progress bar, on a terminal only (redrawn in place on stderr); nothing in a pipe.
 void progress(int epoch, int epochs, std::size_t step, std::size_t steps, double loss);
-std::string rate(double lr);                                 // "0.08536": 4 significant digits
-std::string fixed4(double value);                            // "0.8323"
-std::string percent(std::int64_t part, std::int64_t whole);  // "81.05%"
+std::string rate(double lr);  // "0.08536": 4 significant digits
 
 }  // namespace ch09

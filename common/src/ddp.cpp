@@ -199,7 +199,9 @@ void DistributedDataParallel::launch_ready_buckets() {
 void DistributedDataParallel::all_reduce_bucket(std::size_t b, ProcessGroup& group) {
   const Timeline::Span span(options_.timeline, "all_reduce bucket " + std::to_string(b) + " (" +
                                                    std::to_string(buckets_[b].numel) + " values)");
+  const std::int64_t before = group.bytes_sent();  // only this thread calls on `group` now
   group.all_reduce(buckets_[b].buffer, ReduceOp::SUM);
+  bytes_sent_ += group.bytes_sent() - before;
 }
 
 void DistributedDataParallel::worker() {

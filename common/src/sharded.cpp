@@ -200,6 +200,13 @@ Tensor ShardedDataParallel::flat_gradient(const Unit& unit) const {
 
 void ShardedDataParallel::start_reduce_scatter(std::size_t u) {
   Unit& unit = units_[u];
+  // The ones already done give their inputs back now: at stages 2 and 3 no more of the whole
+  // gradient is kept than the units whose reduce_scatter is still on its way.
+  while (!reduce_scatters_.empty() && reduce_scatters_.front().is_completed()) {
+    wait(reduce_scatters_.front());  // done: returns at once, or throws the collective's error
+    reduce_scatters_.pop_front();
+    scatter_inputs_.pop_front();
+  }
   scatter_inputs_.push_back(flat_gradient(unit));
   reduce_scatters_.push_back(comm_->reduce_scatter_tensor(unit.shard.grad, scatter_inputs_.back(),
                                                           ReduceOp::SUM, {.async_op = true}));

@@ -43,6 +43,7 @@
 // Built in: common/src/ddp.cpp.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -124,6 +125,11 @@ class DistributedDataParallel {
   const std::vector<Parameter*>& parameters() const { return parameters_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   bool overlapping() const { return comm_ != nullptr; }
+  // Payload bytes this rank has sent for the gradients' all_reduces (ProcessGroup::bytes_sent):
+  // per step, 2 * 4 * n(W - 1)/W for a ring bucket of n float32 values, give or take a value per
+  // half (the ring's segments are n/W rounded down or up; buckets of at most 128 KiB take a
+  // one-step exchange instead, 4n(W - 1)).
+  std::int64_t bytes_sent() const { return bytes_sent_.load(); }
 
  private:
   // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the
@@ -145,6 +151,7 @@ class DistributedDataParallel {
   int no_sync_depth_ = 0;
   bool sync_buffers_next_ = true;  // torch's require_forward_param_sync
   bool failed_ = false;            // a gradient all_reduce failed (see check_usable)
+  std::atomic<std::int64_t> bytes_sent_{0};
 
   // This step's progress.
   std::vector<bool> ready_;

@@ -157,9 +157,9 @@ class ShardedDataParallel {
   int rank_, world_;
   Device device_;
   std::unique_ptr<ProcessGroup> comm_;  // the communication thread's group (null at W = 1)
-  std::vector<Work> reduce_scatters_;
-  // The reduce_scatters' inputs, alive (and in place: a deque does not move its elements) until
-  // they end.
+  // The reduce_scatters in flight, oldest first, and their inputs, alive (and in place: a deque
+  // does not move its elements) until they end.
+  std::deque<Work> reduce_scatters_;
   std::deque<Tensor> scatter_inputs_;
   bool failed_ = false;
 };
