@@ -316,13 +316,14 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
 void print_table() {
   dist::out0() << "per-rank bytes for the model, fp32 Adam, ZeRO's closed forms (Ψ values, c = "
                   "Σ⌈n_u/W⌉ ≈ Ψ/W; stage 3 also holds one layer whole during its turn):";
-  dist::out0() << "  stage             parameters  gradients  Adam state         W=1         W=2"
-                  "         W=4";
-  const char* forms[] = {"4Ψ          4Ψ         8Ψ", "4Ψ          4Ψ         8c",
-                         "4Ψ          4c         8c", "4c          4c         8c"};
+  dist::out0()
+      << "  stage      parameters  gradients  Adam state         W=1         W=2         W=4";
+  const char* rows[] = {"  0 (DDP)    4Ψ          4Ψ         8Ψ        ",
+                        "  1          4Ψ          4Ψ         8c        ",
+                        "  2          4Ψ          4c         8c        ",
+                        "  3          4c          4c         8c        "};
   for (int stage = 0; stage <= 3; ++stage) {
-    std::string line = "  " + std::to_string(stage) + (stage == 0 ? " (DDP)    " : "          ") +
-                       "      " + forms[stage];
+    std::string line = rows[stage];
     for (int w : {1, 2, 4}) {
       const std::string cell = grouped(ideal(stage, w).total());
       line += std::string(12 - std::min<std::size_t>(cell.size(), 11), ' ') + cell;

@@ -28,8 +28,7 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_int("--batch-size", &f.batch_size, "images per batch on each rank", 2, 4096);
   cli.add_int("--epochs", &f.epochs, "passes over the training images", 1, 100);
   cli.add_double("--lr", &f.lr, "Adam's learning rate", 1e-6, 1);
-  cli.add_int("--seed", &f.seed, "initial weights (rank 0's, seed + 0) and the shuffle", 0,
-              1000000);
+  cli.add_int("--seed", &f.seed, "initial weights (rank 0's draw) and the shuffle", 0, 1000000);
   cli.add_double("--bucket-mb", &f.bucket_mb, "stage 0: DDP's gradient bucket size in MiB", 0.2,
                  1024);
   cli.add_string("--data-dir", &f.data_dir, "where rank 0 writes the prepared data");
