@@ -1,0 +1,4 @@
+#include <dist/dist.h>
+int main() {
+  return 0;
+}
