@@ -4,10 +4,15 @@ Exercise 1 (ZeRO-1 by hand) is recomputed here in plain Python: the same closed 
 parameters and the gradients, SGD with momentum as torch.optim.SGD steps it, the layout of W
 chunks of ceil(n / W) values, and the bytes a reduce_scatter and an all_gather of those chunks
 send.
+
+Exercise 2 (the stage that fits) runs the program several times at each world size, with budgets
+the grader places between its own closed forms, so that every stage that can be the answer is
+(and "none", below the smallest): the table of closed forms, the choice, and the model state the
+program measures at that stage are each checked against the grader's numbers.
 """
 import re
 
-from grading import Exercise, Fail, Mutation
+from grading import Exercise, Fail, Mutation, run_ddprun
 
 # ---- Exercise 1: ZeRO-1 by hand
 
@@ -120,6 +125,114 @@ def judge_zero1(run):
                        "per step, on the exercise's group")
 
 
+# ---- Exercise 2: the stage that fits
+
+LAYERS = ((200, 301), (301, 257), (257, 10))  # Linear(in, out): out * in weights + out biases
+UNITS = [out * (inp + 1) for inp, out in LAYERS]
+MIB = 1 << 20
+
+
+def model_state_bytes(stage, world, units=UNITS):
+    """What one rank holds at its high-water mark in a step, as dist::ShardedDataParallel and
+    dist::Adam hold it (float32: 4 bytes a value; Adam's two moments 8)."""
+    psi, largest = sum(units), max(units)
+    chunks = sum(-(-n // world) for n in units)  # each unit padded to W chunks of ceil(n / W)
+    sharded = 16 * chunks                        # each shard, its gradient, Adam's moments of it
+    return {0: 16 * psi,                         # DDP: all of it whole
+            1: 8 * psi + sharded,                # whole parameters and gradients (shards: copies)
+            2: 4 * psi + 4 * largest + sharded,  # one unit's gradient whole, in its backward
+            3: 8 * largest + sharded}[stage]     # one unit whole, with its gradient
+
+
+def lowest_fit(budget, world):
+    return next((s for s in range(4) if model_state_bytes(s, world) <= budget), None)
+
+
+def budgets(world):
+    """One budget (bytes) for each answer there is at this world size: below every closed form,
+    and halfway between each closed form and the next larger one, and above all."""
+    forms = sorted(set(model_state_bytes(s, world) for s in range(4)))
+    candidates = [forms[0] // 2] + [(a + b) // 2 for a, b in zip(forms, forms[1:])]
+    candidates.append(forms[-1] + MIB)
+    chosen = {}
+    for budget in candidates:
+        chosen.setdefault(lowest_fit(budget, world), budget)
+    return sorted(chosen.values())
+
+
+def each_budget(bin_dir, program, world, exercise):
+    """A runner: the program once per budget; returns the first Run, with every (budget, Run) as
+    .budgets."""
+    runs = []
+    for budget in budgets(world):
+        text = f"{budget / MIB:.9f}"  # to a thousandth of a byte: budgets stay where placed
+        job = run_ddprun(bin_dir, program, world, ["--memory-budget-mib", text],
+                         exercise.deadline_s)
+        runs.append((float(text) * MIB, job))
+    first = runs[0][1]
+    first.budgets = runs
+    return first
+
+
+def judge_stage_that_fits(run):
+    w = run.world
+    for budget, job in run.budgets:
+        said = f"with --memory-budget-mib {budget / MIB:.9f}"
+        units = job.value(0, r"units of ([\d, ]+) values", str, "units of N, N, N values")
+        if [int(n) for n in units.split(",")] != UNITS:
+            raise Fail(f"rank 0 says the units hold {units} values; the exercise's model has "
+                       f"{', '.join(map(str, UNITS))}", "keep the starter's model")
+        for stage in range(4):
+            needs = job.value(0, rf"stage {stage}(?: \(DDP\))? needs (\d+) bytes", int,
+                              f"stage {stage} needs N bytes")
+            want = model_state_bytes(stage, w)
+            if needs != want:
+                why = ""
+                if stage == 3 and needs == want - 8 * max(UNITS):
+                    why = (" (without the largest unit gathered whole, with its gradient, while "
+                           "its backward runs)")
+                elif stage == 2 and needs == want - 4 * max(UNITS):
+                    why = " (without the unit whose gradient is whole during its backward)"
+                raise Fail(f"rank 0 says stage {stage} needs {needs} bytes{why}; on {w} "
+                           f"rank{'s' if w > 1 else ''} it holds {want}",
+                           "count parameters, gradients, shards, shard gradients and Adam's "
+                           "moments as ShardedDataParallel::memory() and Adam::state_bytes() do; "
+                           "the shard of a unit of n values is ceil(n / W) values")
+        expected = lowest_fit(budget, w)
+        for rank in range(w):
+            chosen = job.value(rank, r"chosen stage: (\S+)$", str, "chosen stage: S")
+            if chosen != ("none" if expected is None else str(expected)):
+                right = ("none fits: the smallest needs "
+                         f"{min(model_state_bytes(s, w) for s in range(4))} bytes"
+                         if expected is None else
+                         f"the lowest that fits is stage {expected}, which needs "
+                         f"{model_state_bytes(expected, w)} bytes")
+                raise Fail(f"{said}, rank {rank} chose stage {chosen}; {right}",
+                           "try the stages from 0 up and take the first whose bytes are at most "
+                           "the budget; -1 when none is")
+        if expected is None:
+            if job.returncode != 2:
+                raise Fail(f"{said} no stage fits, and the job exited with code {job.returncode}; "
+                           "it should stop with 2 (a configuration that cannot run)",
+                           "keep the starter's error for a budget that nothing fits")
+            continue
+        if job.returncode != 0:
+            raise Fail(f"{said} the job exited with code {job.returncode}. Last lines:\n"
+                       f"{job.tail()}")
+        for rank in range(w):
+            held = job.value(rank, r"model state at most (\d+) bytes", int,
+                             "model state at most N bytes")
+            if held > budget:
+                raise Fail(f"{said}, rank {rank} measured {held} bytes of model state at stage "
+                           f"{expected}: over the budget of {budget:.0f}",
+                           "keep the starter's training and measurement as they are")
+            want = model_state_bytes(expected, w)
+            if held != want:
+                raise Fail(f"{said}, rank {rank} measured {held} bytes of model state at stage "
+                           f"{expected}; that stage holds {want}",
+                           "keep the starter's training and measurement as they are")
+
+
 EXERCISES = {
     "ex1": Exercise(
         title="ZeRO-1 by hand: reduce_scatter, step a shard, all_gather",
@@ -131,4 +244,14 @@ EXERCISES = {
         mutation=Mutation(find="flat.assign_slice(0, grad / world);",
                           replace="flat.assign_slice(0, grad);",
                           expect="not their mean")),
+    "ex2": Exercise(
+        title="the lowest ZeRO stage whose model state fits a budget",
+        judge=judge_stage_that_fits,
+        worlds=(1, 2, 3, 4),  # 1: only DDP fits; 2: stage 1 saves nothing (its copies); 3, 4: all
+        runner=each_budget,
+        any_exit_code=True,  # a budget that nothing fits must stop the job: the judge checks how
+        hint="write each stage's bytes as the library holds them, then take the lowest that fits",
+        mutation=Mutation(find="return 8 * largest + sharded;",
+                          replace="return sharded;",
+                          expect="without the largest unit gathered whole")),
 }
