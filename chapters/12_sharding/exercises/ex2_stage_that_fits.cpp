@@ -34,8 +34,10 @@ std::int64_t model_state_bytes(int stage, const std::vector<std::int64_t>& unit_
   //   stage 0, DDP: parameters, gradients and Adam's moments, whole: 4 Psi + 4 Psi + 8 Psi;
   //   stage 1: Adam's moments for the shards only; the whole parameters and gradients stay, and
   //            each shard and its gradient are copies beside them (dist::Tensor has no views);
-  //   stage 2: the gradients sharded too: only one unit's gradient is whole, during its backward;
-  //   stage 3: the parameters sharded too: one unit is whole, with its gradient, in its backward.
+  //   stage 2: the gradients sharded too: a unit's gradient is whole only during its backward
+  //            (so the high-water mark has the largest unit's);
+  //   stage 3: the parameters sharded too: a unit is whole, with its gradient, during its
+  //            backward (its forward needs its parameters only).
   // The placeholder says DDP's at every stage.
   (void)stage, (void)world;
   std::int64_t psi = 0;
