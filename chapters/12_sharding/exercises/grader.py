@@ -119,8 +119,8 @@ def judge_zero1(run):
         if sent != STEPS * per_step:
             raise Fail(f"rank {rank}'s group sent {sent} bytes in {STEPS} steps; a reduce_scatter "
                        f"and an all_gather of {c}-value float32 chunks send 2 * 4 * {c} * "
-                       f"({w} - 1) = {per_step} bytes per step (what DDP's ring all_reduce sends), "
-                       f"{STEPS * per_step} in {STEPS} steps",
+                       f"({w} - 1) = {per_step} bytes per step (a ring all_reduce's, on the "
+                       f"padded vector), {STEPS * per_step} in {STEPS} steps",
                        "one group->reduce_scatter_tensor and one group->all_gather_into_tensor "
                        "per step, on the exercise's group")
 
