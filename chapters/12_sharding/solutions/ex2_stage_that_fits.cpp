@@ -1,0 +1,212 @@
+// Chapter 12, exercise 2 — the stage that fits: ZeRO's memory closed forms, then a real step.
+//
+// A model of three Linear layers (the units: each is sharded, and at stage 3 gathered, whole)
+// trains with Adam in float32. A rank's model state is its parameters (4 bytes a value), their
+// gradients (4) and Adam's two moments (8): 16 bytes a value under DDP. Each stage shards more of
+// it over the W ranks, in chunks of c_u = ceil(n_u / W) values per unit (the last one padded).
+// The closed form counts what this library holds at the step's high-water mark: at stages 1 and
+// 2 each shard is a copy beside the whole parameters (dist::Tensor has no views; torch's flat
+// parameter is one), and at stages 2 and 3 one unit's gradient, and at stage 3 its parameters,
+// are whole while its backward runs. The budget takes the lowest stage that fits: each stage up
+// does more per step, and stage 3 sends 1.5 times DDP's bytes. The program then trains two steps
+// at that stage and measures the model state; activations and communication buffers are printed
+// beside it, outside the budget.
+// Grade it: ./tutorial check 12-ex2        Run it: ./tutorial run 12-ex2 --solution
+#include <dist/ddp.h>
+#include <dist/dist.h>
+#include <dist/nn.h>
+#include <dist/optim.h>
+#include <dist/sharded.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---- Step 1: what one rank holds at each stage
+// Bytes of model state one rank holds at its high-water mark in a step, at `stage` (0: DDP), for
+// units of `unit_numels` values on `world` ranks: what ShardedDataParallel::memory() counts
+// (parameters, gradients, shards, shard gradients) plus Adam's state_bytes().
+std::int64_t model_state_bytes(int stage, const std::vector<std::int64_t>& unit_numels, int world) {
+  std::int64_t psi = 0, chunks = 0, largest = 0;
+  for (std::int64_t n : unit_numels) {
+    psi += n;
+    chunks += (n + world - 1) / world;  // c_u = ceil(n_u / W): the shard, padding included
+    largest = std::max(largest, n);
+  }
+  // Every sharded stage keeps each shard (4 bytes a value), its gradient (4), Adam's moments (8).
+  const std::int64_t sharded = 16 * chunks;
+  switch (stage) {
+    case 0:
+      return 16 * psi;  // DDP: everything whole
+    case 1:
+      return 4 * psi + 4 * psi + sharded;  // whole parameters and gradients stay
+    case 2:
+      return 4 * psi + 4 * largest + sharded;  // a unit's whole gradient, in its backward
+    default:
+      return 8 * largest + sharded;  // the largest unit whole, with its gradient
+  }
+}
+
+// ---- Step 2: the lowest stage that fits; -1 when none does
+int lowest_stage_that_fits(double budget_bytes, const std::vector<std::int64_t>& unit_numels,
+                           int world) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    if (static_cast<double>(model_state_bytes(stage, unit_numels, world)) <= budget_bytes) {
+      return stage;
+    }
+  }
+  return -1;
+}
+
+// The model: in -> hidden -> hidden2 -> out, ReLU between, the same start on every rank.
+constexpr std::int64_t kSizes[] = {200, 301, 257, 10};
+constexpr int kBatch = 8;
+
+std::vector<float> closed_form(std::int64_t count, std::int64_t salt, float scale) {
+  std::vector<float> v;
+  for (std::int64_t k = 0; k < count; ++k) {
+    v.push_back(scale * static_cast<float>((k * 7919 + salt * 104729) % 2001 - 1000) / 1000);
+  }
+  return v;
+}
+
+struct Model {
+  std::vector<dist::Linear> layers;
+  dist::ReLU relu[2];
+  Model() {
+    for (std::int64_t l = 0; l < 3; ++l) {
+      const std::int64_t in = kSizes[l], out = kSizes[l + 1];
+      layers.emplace_back(
+          in, out,
+          dist::LinearInit{closed_form(in * out, l, 0.05f), closed_form(out, l + 10, 0.01f)},
+          dist::get_device());
+    }
+  }
+  std::vector<std::vector<dist::Parameter*>> units() {
+    std::vector<std::vector<dist::Parameter*>> all;
+    for (dist::Linear& layer : layers) all.push_back(layer.parameters());
+    return all;
+  }
+};
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f MiB", bytes / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return dist::run_main([&] {
+    double budget_mib = 2;
+    dist::Cli cli("ch12_sharding_ex2", "The lowest ZeRO stage whose model state fits a budget.");
+    cli.add_double("--memory-budget-mib", &budget_mib, "model-state bytes one rank may hold, MiB",
+                   0, 1e6);
+    if (!cli.parse(argc, argv)) return dist::kExitOk;
+    dist::init_process_group(cli.init_options());
+    const int rank = dist::get_rank(), world = dist::get_world_size();
+    const dist::Device device = dist::get_device();
+    Model model;
+    std::vector<std::int64_t> unit_numels;
+    std::string sizes;
+    for (const auto& unit : model.units()) {
+      std::int64_t n = 0;
+      for (const dist::Parameter* p : unit) n += p->data.numel();
+      unit_numels.push_back(n);
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+    }
+    const double budget = budget_mib * (1 << 20);
+    dist::out0() << "units of " << sizes << " values on " << world << " ranks, Adam; budget "
+                 << mib(budget);
+    for (int stage = 0; stage <= 3; ++stage) {
+      const std::int64_t bytes = model_state_bytes(stage, unit_numels, world);
+      dist::out0() << "stage " << stage << (stage == 0 ? " (DDP)" : "") << " needs " << bytes
+                   << " bytes (" << mib(static_cast<double>(bytes)) << ")";
+    }
+    const int stage = lowest_stage_that_fits(budget, unit_numels, world);
+    if (stage < 0) {
+      dist::out() << "chosen stage: none";
+      dist::barrier();  // every rank has said so before any of them stops the job
+      throw dist::ConfigError("no stage fits a model-state budget of " + mib(budget) + " on " +
+                              std::to_string(world) +
+                              " ranks: raise --memory-budget-mib, or run on more ranks");
+    }
+    dist::out() << "chosen stage: " << stage;
+
+    // ---- Step 3: two steps at that stage; the model state measured at every hook of step 2
+    std::unique_ptr<dist::DistributedDataParallel> ddp;
+    std::unique_ptr<dist::ShardedDataParallel> sharded;
+    std::vector<dist::Parameter*> params;
+    for (const auto& unit : model.units()) params.insert(params.end(), unit.begin(), unit.end());
+    if (stage == 0) {
+      ddp = std::make_unique<dist::DistributedDataParallel>(params,
+                                                            dist::DdpOptions{.overlap = false});
+    } else {
+      sharded = std::make_unique<dist::ShardedDataParallel>(
+          model.units(), dist::ShardOptions{.stage = stage, .prefetch = false});
+    }
+    dist::Adam optimizer(sharded ? sharded->shards() : params, 1e-3);
+    std::int64_t held = 0, in_flight = 0;
+    const auto measure = [&] {
+      std::int64_t bytes = optimizer.state_bytes();
+      if (sharded) {
+        const dist::ShardedDataParallel::Memory m = sharded->memory();
+        bytes += m.parameters + m.gradients + m.shards + m.shard_gradients;
+        in_flight = std::max(in_flight, m.in_flight);
+      } else {
+        for (const dist::Parameter* p : params) {
+          bytes += static_cast<std::int64_t>(p->data.nbytes() + p->grad.nbytes());
+        }
+      }
+      held = std::max(held, bytes);
+    };
+    for (int step = 0; step < 2; ++step) {
+      if (step == 1) {  // Adam's state exists from the first step on: measure the second
+        held = in_flight = 0;
+        dist::reset_peak_memory_stats(device);
+      }
+      optimizer.zero_grad();
+      dist::Tensor h = dist::Tensor::from(closed_form(kBatch * kSizes[0], 20 + rank, 1), device);
+      const dist::Tensor y =
+          dist::Tensor::from(closed_form(kBatch * kSizes[3], 30 + rank, 1), device);
+      for (std::size_t u = 0; u < 3; ++u) {
+        if (sharded) sharded->before_forward(u);
+        measure();
+        h = model.layers[u].forward(h);
+        if (u < 2) h = model.relu[u].forward(h);
+        if (sharded) sharded->after_forward(u);
+      }
+      dist::Tensor g = dist::mse_loss(h, y).grad;
+      for (std::size_t u = 3; u-- > 0;) {
+        if (sharded) sharded->before_backward(u);
+        if (u < 2) g = model.relu[u].backward(g);
+        g = model.layers[u].backward(g);
+        measure();
+        if (sharded) sharded->after_backward(u);
+      }
+      if (sharded) {
+        sharded->finish_gradient_sync();
+      } else {
+        ddp->average_gradients();
+      }
+      optimizer.step();
+      if (sharded) sharded->after_step();
+      measure();
+    }
+    const std::int64_t peak = dist::max_memory_allocated(device);
+    dist::out() << "step 2 at stage " << stage << ": model state at most " << held << " bytes ("
+                << mib(static_cast<double>(held)) << "); beside it, communication buffers at most "
+                << in_flight << " bytes, and every tensor together at most " << peak
+                << " bytes (max_memory_allocated)";
+    sharded.reset();
+    ddp.reset();
+    dist::destroy_process_group();
+    return dist::kExitOk;
+  });
+}
