@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Chapter 12's claims, at 1 to 4 ranks and every stage, recomputed here from the closed forms.
+
+  sharding_check.py BIN_DIR
+
+The program checks itself with the library's own closed forms (ShardedDataParallel::
+expected_memory and expected_bytes_sent); this test computes them again, independently, from the
+model's layer sizes, and compares every number the program prints:
+  - the table of ZeRO's closed forms (stages 0-3 at W = 1, 2, 4);
+  - the bytes a rank holds after a step: ZeRO's form plus what the library keeps by design
+    (DDP's buckets at stage 0: a copy of the gradients; at stages 1 and 2 the shards and their
+    gradients, copies beside the whole model);
+  - the parameter bytes whole at once during a step: the largest layer at stage 3, the model else;
+  - the bytes sent per rank per step: passes * 4 * sum(ceil(n_u / W)) * (W - 1) at stages 1-3
+    (2 passes, 3 at stage 3), and within one value per ring half of each bucket of
+    2 * 4 * psi * (W - 1) / W at stage 0;
+  - the verdict: OK, bit for bit with DDP at 1 and 2 ranks, and within float32 rounding above;
+and that prefetch changes nothing but timing: stage 3 prints the same epochs with and without.
+Each run has a 120 s deadline. Exit 0 when every run holds.
+"""
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from ddprun import ddprun  # noqa: E402
+
+WIDTHS = [196, 512, 512, 512, 10]
+UNITS = [WIDTHS[i] * WIDTHS[i + 1] + WIDTHS[i + 1] for i in range(4)]
+PSI = sum(UNITS)
+SMALL = ["--epochs", "1", "--train-samples", "512", "--test-samples", "200", "--batch-size", "32"]
+# (ranks, stage): every stage at 2 ranks (the bits) and at 3 and 4 (the padding), and the edges.
+CASES = [(1, 0), (1, 2), (2, 0), (2, 1), (2, 2), (2, 3), (3, 1), (3, 3), (4, 0), (4, 2), (4, 3)]
+
+
+def chunks(world):
+    return sum((n + world - 1) // world for n in UNITS)
+
+
+def ideal(stage, world):
+    """ZeRO's accounting, fp32 Adam: (parameters, gradients, state) bytes per rank."""
+    c = chunks(world)
+    return [(4 * PSI, 4 * PSI, 8 * PSI), (4 * PSI, 4 * PSI, 8 * c), (4 * PSI, 4 * c, 8 * c),
+            (4 * c, 4 * c, 8 * c)][stage]
+
+
+def held(stage, world):
+    """What this library holds: ZeRO's accounting, plus DDP's buckets or the shards' copies."""
+    p, g, s = ideal(stage, world)
+    c = chunks(world)
+    if stage == 0:
+        return p, g + 4 * PSI, s
+    if stage in (1, 2):
+        return p + 4 * c, g + 4 * c, s
+    return p, g, s
+
+
+def number(text):
+    return int(text.replace(",", ""))
+
+
+def check(bin_dir, data, nproc, stage, extra=()):
+    """What is wrong with this run, or an empty list; and its epoch lines."""
+    result = ddprun(bin_dir, nproc, [f"{bin_dir}/ch12_sharding", "--data-dir", data, "--stage",
+                                     str(stage), *SMALL, *extra], deadline=120)
+    out, problems = result.stdout, []
+    if result.returncode != 0:
+        problems.append(f"exit code {result.returncode}")
+    mine = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith(f"[rank 0/{nproc}]")]
+    table = {int(m[0]): [number(v) for v in m[1:]] for m in (
+        re.match(r"  (\d)(?: \(DDP\))?\s+\S+\s+\S+\s+\S+\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)$", line).groups()
+        for line in mine if re.match(r"  \d( \(DDP\))?\s+\S+\s+\S+\s+\S+\s+[\d,]+", line))}
+    want_table = {s: [sum(ideal(s, w)) for w in (1, 2, 4)] for s in range(4)}
+    if table != want_table:
+        problems.append(f"the table says {table}; the closed forms are {want_table}")
+    p, g, s = held(stage, nproc)
+    line = (f"this run (stage {stage}, W={nproc}), on each rank after a step: parameters {p:,} + "
+            f"gradients {g:,} + Adam state {s:,} = {p + g + s:,} bytes")
+    if not any(m.startswith(line) for m in mine):
+        problems.append(f"no line starting {line!r}")
+    whole = 4 * max(UNITS) if stage == 3 else 4 * PSI
+    if f"parameters whole at once during a step: {whole:,} bytes" not in "\n".join(mine):
+        problems.append(f"the parameters whole at once are not {whole:,} bytes")
+    sent = re.search(r"^bytes sent per rank per step: ([\d,]+) ", "\n".join(mine), re.M)
+    passes = 3 if stage == 3 else 2
+    if stage == 0:
+        # The ring's segments are n/W rounded down or up: each half of each bucket sends within a
+        # value of n(W - 1)/W; the model's four layers make at most four buckets.
+        want, slack = 4 * passes * PSI * (nproc - 1) / nproc, 2 * 4 * 4
+    else:
+        want, slack = passes * 4 * chunks(nproc) * (nproc - 1), 0
+    if not sent or abs(number(sent.group(1)) - want) > slack:
+        problems.append(f"bytes sent per step {sent and sent.group(1)}; the closed form is {want:,.0f}")
+    verdict = [m for m in mine if m.startswith("OK: ")]
+    wanted = ("(weights not compared" if stage == 0 else
+              f"stage {stage} ends with DDP's weights, " +
+              ("bit for bit" if nproc <= 2 else "within float32 rounding"))
+    if len(verdict) != 1 or wanted not in verdict[0]:
+        problems.append(f"the verdict is {verdict}, not one saying {wanted!r}")
+    return problems, [m for m in mine if m.startswith("epoch ")]
+
+
+def main():
+    bin_dir = sys.argv[1]
+    failed = 0
+    with tempfile.TemporaryDirectory() as data:
+        for nproc, stage in CASES:
+            problems, _ = check(bin_dir, data, nproc, stage)
+            print(f"{nproc} ranks, stage {stage}: {'; '.join(problems) or 'holds'}", flush=True)
+            failed += bool(problems)
+        # Prefetch only moves a gather earlier: the same collectives, so the same epochs.
+        with_, epochs_with = check(bin_dir, data, 2, 3, ["--no-check"])
+        without, epochs_without = check(bin_dir, data, 2, 3, ["--no-check", "--no-prefetch"])
+        same = epochs_with == epochs_without and len(epochs_with) == 1
+        print(f"2 ranks, stage 3 with and without prefetch: "
+              f"{'; '.join(with_ + without) or ('the same epochs' if same else 'other epochs')}")
+        failed += bool(with_ or without or not same)
+    print("OK" if failed == 0 else f"FAILED: {failed} runs")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
