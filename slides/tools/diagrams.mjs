@@ -1,12 +1,12 @@
 // The decks' diagrams, drawn as SVG from the same rules the code follows, so a picture cannot
 // show a schedule the code does not run:
-//   ring_all_reduce.svg  chapter 04's ring_all_reduce on 3 ranks, step by step
-//   collectives.svg      chapter 04's collectives on 3 ranks: each rank's buffers before and after
-//   rank_local_rank.svg  post B's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
-//   sampler.svg          DistributedSampler's padding and striding, and drop_last
-//   ddp_buckets.svg      chapter 09's gradient buckets, overlapping backward
-//   sharding_stages.svg  chapter 12's stages: what each rank keeps, and what it sends per step
-//   sharding_timeline.svg chapter 12's stage 3: the gathers and reduce_scatters of one step
+//   ring_all_reduce.svg    chapter 04's ring_all_reduce on 3 ranks, step by step
+//   collectives.svg        chapter 04's collectives on 3 ranks: each rank's buffers before and after
+//   rank_local_rank.svg    post B's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
+//   sampler.svg            DistributedSampler's padding and striding, and drop_last
+//   ddp_buckets.svg        chapter 09's gradient buckets, overlapping backward
+//   sharding_stages.svg    chapter 12's stages: what each rank keeps, and what it sends per step
+//   sharding_timeline.svg  chapter 12's stage 3: the gathers and reduce_scatters of one step
 // Each function returns the SVG text; build.mjs writes them next to the HTML decks.
 
 const FONT = "font-family='DejaVu Sans, sans-serif'";
