@@ -1,10 +1,12 @@
 // The decks' diagrams, drawn as SVG from the same rules the code follows, so a picture cannot
 // show a schedule the code does not run:
-//   ring_all_reduce.svg  chapter 04's ring_all_reduce on 3 ranks, step by step
-//   collectives.svg      chapter 04's collectives on 3 ranks: each rank's buffers before and after
-//   rank_local_rank.svg  post B's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
-//   sampler.svg          DistributedSampler's padding and striding, and drop_last
-//   ddp_buckets.svg      chapter 09's gradient buckets, overlapping backward
+//   ring_all_reduce.svg    chapter 04's ring_all_reduce on 3 ranks, step by step
+//   collectives.svg        chapter 04's collectives on 3 ranks: each rank's buffers before and after
+//   rank_local_rank.svg    post B's machines A and B: RANK, LOCAL_RANK, WORLD_SIZE
+//   sampler.svg            DistributedSampler's padding and striding, and drop_last
+//   ddp_buckets.svg        chapter 09's gradient buckets, overlapping backward
+//   sharding_stages.svg    chapter 12's stages: what each rank keeps, and what it sends per step
+//   sharding_timeline.svg  chapter 12's stage 3: the gathers and reduce_scatters of one step
 // Each function returns the SVG text; build.mjs writes them next to the HTML decks.
 
 const FONT = "font-family='DejaVu Sans, sans-serif'";
@@ -296,10 +298,228 @@ export function ddpBuckets(trace = CH09_TRACE) {
   return svg(width, height, body, 'DDP gradient buckets overlapping backward');
 }
 
+// Chapter 12's model, the MLP 196-512-512-512-10: one unit per Linear layer (its weight and bias),
+// in forward order. Ψ = 631,306 values.
+export const CH12_UNITS = [196 * 512 + 512, 512 * 512 + 512, 512 * 512 + 512, 512 * 10 + 10];
+
+// What one rank holds between two steps, in bytes, by the rules of ShardedDataParallel's
+// expected_memory (common/src/sharded.cpp): with c_u = ⌈n_u/W⌉, stages 1 and 2 keep the whole
+// parameters (4Ψ), stage 1 the whole gradients too, and every stage keeps each unit's shard and
+// its gradient (4Σc_u each: a copy beside the whole parameters, since dist::Tensor has no views).
+// Stage 0 is DDP: everything whole. optimizer_state is dist::Adam's state_bytes() over what it
+// steps: 8 bytes per value (exp_avg and exp_avg_sq), of the whole model at stage 0, of the shards
+// (padding included) at stages 1 to 3.
+export function shardedMemory(stage, unitNumels, world) {
+  const psi = unitNumels.reduce((s, n) => s + n, 0);
+  const chunks = unitNumels.reduce((s, n) => s + Math.ceil(n / world), 0);
+  if (stage === 0) return { parameters: 4 * psi, gradients: 4 * psi, shards: 0, shard_gradients: 0, optimizer_state: 8 * psi };
+  return {
+    parameters: stage === 3 ? 0 : 4 * psi,
+    gradients: stage === 1 ? 4 * psi : 0,
+    shards: 4 * chunks,
+    shard_gradients: 4 * chunks,
+    optimizer_state: 8 * chunks,
+  };
+}
+
+// Payload bytes one rank sends per step, by the rule of expected_bytes_sent (sharded.cpp): every
+// unit reduce-scattered once and gathered once (stage 3: twice, for its forward and its
+// backward), 4c_u(W − 1) bytes each time. Stage 0 is DDP's ring all_reduce of the gradients,
+// 2Ψ(W − 1)/W values (when every bucket takes the ring), the same traffic as stages 1 and 2.
+export function shardedBytesSent(stage, unitNumels, world) {
+  if (stage === 0) return (8 * unitNumels.reduce((s, n) => s + n, 0) * (world - 1)) / world;
+  const chunks = unitNumels.reduce((s, n) => s + Math.ceil(n / world), 0);
+  return (stage === 3 ? 3 : 2) * 4 * chunks * (world - 1);
+}
+
+const mib = (bytes) => (bytes / 2 ** 20).toFixed(2);
+
+export function shardingStages(units = CH12_UNITS, world = 4) {
+  const psi = units.reduce((s, n) => s + n, 0);
+  const width = 1250, top = 92, rowH = 122, x0 = 150, boxW = 152, gap = 12, full = 144;
+  const height = top + 4 * rowH + 56;
+  const grey = '#cbd5e1';
+  const stages = [
+    { name: 'stage 0 · DDP', says: 'every rank keeps everything', moves: 'all_reduce = reduce_scatter + all_gather' },
+    { name: 'stage 1 · optimizer state sharded (ZeRO-1)', says: 'each rank steps its shard only', moves: 'reduce_scatter (finish_gradient_sync), all_gather (after_step)' },
+    { name: 'stage 2 · gradients too (ZeRO-2)', says: 'a unit\'s gradient is reduce-scattered as its backward ends, then freed', moves: 'reduce_scatter per unit in backward, all_gather (after_step)' },
+    { name: 'stage 3 · parameters too (FSDP, FULL_SHARD)', says: 'a unit is whole only while it computes', moves: 'all_gather twice (forward, backward) + reduce_scatter' },
+  ];
+  // The largest unit: the one drawn gathered at stage 3.
+  const big = units.indexOf(Math.max(...units));
+  let body = text(16, 30, `What each rank keeps, and sends per step: ${units.length} units, Ψ = ${psi.toLocaleString('en-US')} values, Adam, W = ${world}`, { size: 20, weight: 'bold' });
+  body += text(16, 54, 'A unit (a layer\'s weight and bias) is cut in W chunks of c = ⌈n/W⌉ values; rank r owns chunk r of every unit: its shard.', { size: 14, fill: MUTED });
+  for (let r = 0; r < world; ++r) {
+    body += text(x0 + r * (boxW + gap) + boxW / 2, top - 10, `rank ${r}`, { size: 15, anchor: 'middle', weight: 'bold', fill: RANK_COLOURS[r] });
+  }
+  body += text(x0 + world * (boxW + gap) + 12, top - 10, 'per rank', { size: 15, weight: 'bold' });
+  // One bar: `bytesPerValue` scales it (Adam's state is twice as long as the parameters);
+  // whole: the same everywhere (grey) or freed (dashed), and rank r's chunk of each unit on top.
+  const bar = (x, y, bytesPerValue, r, { whole, shard, gathered = -1 }) => {
+    const w = (full * bytesPerValue) / 8, h = 18;
+    let out = whole
+      ? rect(x, y, w, h, { fill: grey, stroke: '#94a3b8', width: 1, rx: 2 })
+      : `<rect x='${x}' y='${y}' width='${w}' height='${h}' rx='2' fill='#ffffff' stroke='#94a3b8' stroke-width='1' stroke-dasharray='3 3'/>`;
+    let at = 0;
+    units.forEach((n, u) => {
+      const ux = x + (at / psi) * w, uw = (n / psi) * w;
+      if (u === gathered) out += rect(ux, y, uw, h, { fill: 'url(#hatch)', stroke: INK, width: 1, rx: 0 });
+      if (shard) {
+        const c = Math.ceil(n / world);
+        const a = Math.min(r * c, n), b = Math.min((r + 1) * c, n);  // the padding is drawn nowhere
+        out += rect(ux + (a / n) * uw, y, ((b - a) / n) * uw, h, { fill: RANK_COLOURS[r], stroke: 'none', width: 0, rx: 0 });
+      }
+      if (u > 0) out += `<line x1='${ux}' y1='${y - 2}' x2='${ux}' y2='${y + h + 2}' stroke='${INK}' stroke-width='1'/>`;
+      at += n;
+    });
+    return out;
+  };
+  stages.forEach((stage, s) => {
+    const y = top + s * rowH;
+    const m = shardedMemory(s, units, world);
+    const held = m.parameters + m.gradients + m.shards + m.shard_gradients + m.optimizer_state;
+    body += `<line x1='16' y1='${y}' x2='${width - 16}' y2='${y}' stroke='#e5e7eb' stroke-width='1'/>`;
+    body += text(16, y + 22, stage.name, { size: 16, weight: 'bold' });
+    body += text(16 + stage.name.length * 9.6 + 14, y + 22, stage.says, { size: 14, fill: MUTED });
+    const rows = [['parameters', 4], ['gradients', 4], ['Adam m, v', 8]];
+    rows.forEach(([label, bpv], k) => {
+      const by = y + 34 + k * 27;
+      body += text(x0 - 10, by + 14, label, { size: 13, anchor: 'end', fill: MUTED });
+      for (let r = 0; r < world; ++r) {
+        const bx = x0 + r * (boxW + gap) + 4;
+        const kind = k === 0 ? { whole: s < 3, shard: s > 0, gathered: s === 3 ? big : -1 }
+          : k === 1 ? { whole: s < 2, shard: s > 0 }
+            : { whole: s === 0, shard: s > 0 };
+        body += bar(bx, by, bpv, r, kind);
+      }
+    });
+    const tx = x0 + world * (boxW + gap) + 12;
+    body += text(tx, y + 48, `holds ${mib(held)} MiB`, { size: 16, weight: 'bold' });
+    const parts = s === 0
+      ? `params ${mib(m.parameters)} · grads ${mib(m.gradients)} · Adam ${mib(m.optimizer_state)}`
+      : `params ${s < 3 ? `${mib(m.parameters)} + ` : ''}${mib(m.shards)} · grads ${s === 1 ? `${mib(m.gradients)} + ` : ''}${mib(m.shard_gradients)} · Adam ${mib(m.optimizer_state)}`;
+    body += text(tx, y + 68, parts, { size: 13, fill: MUTED });
+    body += text(tx, y + 94, `sends ${mib(shardedBytesSent(s, units, world))} MiB per step`, { size: 16, weight: 'bold' });
+    body += text(tx, y + 113, stage.moves, { size: 13, fill: MUTED });
+    if (s === 3) body += text(tx + 150, y + 48, `+ ${mib(4 * units[big])} MiB while unit ${big} is whole`, { size: 13, fill: MUTED });
+  });
+  const fy = top + 4 * rowH + 22;
+  body += text(16, fy, `grey: whole, the same on every rank · colour: this rank's chunk of each unit · dashed: freed · hatched: unit ${big} gathered (stage 3, from before_forward/backward to after)`, { size: 13, fill: MUTED });
+  body += text(16, fy + 22, 'MiB at rest between steps: ShardedDataParallel::expected_memory (the shards are copies at stages 1, 2), Adam 8 bytes a value; sends: expected_bytes_sent', { size: 13, fill: MUTED });
+  return svg(width, height, body, `what each sharding stage keeps and sends, W = ${world}`);
+}
+
+// Stage 3's step as common/src/sharded.cpp runs it, call by call: the main thread's calls (the
+// loop of dist/sharded.h) and the collectives they put, in that order, on the communication
+// group's one thread (FIFO). before_forward(u) waits for unit u's gather (starting it if no
+// prefetch did) and, with prefetch, starts unit u + 1's; after_forward(u) frees the unit;
+// before_backward(u) gathers u again and prefetches u − 1; after_backward(u) starts u's
+// reduce_scatter and frees the unit; finish_gradient_sync() waits for every reduce_scatter.
+// Durations are a model, not a measurement: a unit's forward takes n_u, its backward 2n_u, a
+// collective the c_u(W − 1) values each rank sends, Adam's step Σc_u / 4 (arbitrary units).
+export function stage3Schedule(units, world, { prefetch = true } = {}) {
+  const chunk = units.map((n) => Math.ceil(n / world));
+  const main = [], comm = [], calls = [];
+  const gather = new Map();  // u -> its gather on the communication thread, while in flight
+  const whole = units.map(() => false);
+  let t = 0, commFree = 0;
+  const enqueue = (name, u) => {
+    const a = Math.max(t, commFree), b = a + chunk[u] * (world - 1);
+    const op = { name, unit: u, a, b };
+    comm.push(op);
+    commFree = b;
+    return op;
+  };
+  const startGather = (u) => {
+    if (!whole[u] && !gather.has(u)) gather.set(u, enqueue(`AG${u}`, u));
+  };
+  const waitFor = (end, what) => {
+    if (end > t) main.push({ name: `wait ${what}`, kind: 'wait', a: t, b: end });
+    t = Math.max(t, end);
+  };
+  const finishGather = (u) => {
+    if (whole[u]) return;
+    startGather(u);
+    waitFor(gather.get(u).b, `AG${u}`);
+    gather.delete(u);
+    whole[u] = true;
+  };
+  const compute = (name, length) => {
+    main.push({ name, kind: 'compute', a: t, b: t + length });
+    t += length;
+  };
+  for (let u = 0; u < units.length; ++u) {
+    calls.push(`before_forward(${u})`);
+    finishGather(u);
+    if (prefetch && u + 1 < units.length) startGather(u + 1);
+    compute(`F${u}`, units[u]);
+    calls.push(`after_forward(${u})`);
+    whole[u] = false;
+  }
+  for (let u = units.length - 1; u >= 0; --u) {
+    calls.push(`before_backward(${u})`);
+    finishGather(u);
+    if (prefetch && u > 0) startGather(u - 1);
+    compute(`B${u}`, 2 * units[u]);
+    calls.push(`after_backward(${u})`);
+    enqueue(`RS${u}`, u);
+    whole[u] = false;
+  }
+  calls.push('finish_gradient_sync()');
+  waitFor(Math.max(...comm.filter((op) => op.name.startsWith('RS')).map((op) => op.b)), 'RS');
+  calls.push('optimizer.step()');
+  compute('step', chunk.reduce((s, c) => s + c, 0) / 4);
+  calls.push('after_step()');
+  return { main, comm, calls, order: comm.map((op) => op.name), end: t };
+}
+
+// Drawn with 4 equal units, so that every block is readable: the order is the same for any sizes
+// (chapter 12's last unit is 2% of the model, a sliver at this scale).
+export function shardingTimeline(units = [1000, 1000, 1000, 1000], world = 4) {
+  const on = stage3Schedule(units, world, { prefetch: true });
+  const off = stage3Schedule(units, world, { prefetch: false });
+  const width = 1250, x0 = 210, span = width - x0 - 30;
+  const height = 470;
+  const scale = span / Math.max(on.end, off.end);
+  const X = (t) => x0 + t * scale;
+  const computeFill = '#dbeafe', commFill = '#fde68a';
+  let body = text(16, 30, `Stage 3, one step of ${units.length} equal units: the gathers and reduce_scatters on the communication thread (W = ${world})`, { size: 20, weight: 'bold' });
+  body += text(16, 54, 'The order is sharded.cpp\'s; the lengths are a model (forward n, backward 2n, a collective the n(W − 1)/W values it sends), not a measurement.', { size: 14, fill: MUTED });
+  const lane = (y, label, sub) => {
+    body += text(16, y + 22, label, { size: 15, weight: 'bold' });
+    body += text(16, y + 40, sub, { size: 12, fill: MUTED });
+  };
+  const block = (y, { name, kind, a, b }, fill) => {
+    if (kind === 'wait') {
+      body += `<rect x='${X(a)}' y='${y + 14}' width='${(b - a) * scale}' height='16' fill='url(#hatch)' stroke='#9ca3af' stroke-width='1'/>`;
+      return;
+    }
+    body += rect(X(a), y, (b - a) * scale, 44, { fill, stroke: INK, width: 1.2, rx: 3 });
+    if ((b - a) * scale >= name.length * 9 + 4) body += text((X(a) + X(b)) / 2, y + 28, name, { size: 14, anchor: 'middle', mono: true });
+  };
+  const panel = (y, title, run) => {
+    body += text(x0, y, title, { size: 16, weight: 'bold' });
+    lane(y + 10, 'main thread', 'forward, backward, step');
+    for (const e of run.main) block(y + 10, e, computeFill);
+    lane(y + 70, 'comm thread', 'its own new_group(), FIFO');
+    for (const op of run.comm) block(y + 70, op, commFill);
+    body += `<line x1='${X(run.end)}' y1='${y + 4}' x2='${X(run.end)}' y2='${y + 122}' stroke='#059669' stroke-width='2' stroke-dasharray='6 4'/>`;
+    body += text(X(run.end) - 6, y + 136, 'step done', { size: 13, anchor: 'end', fill: '#059669' });
+    body += text(x0, y + 152, `comm order: ${run.order.join(' ')}`, { size: 13, mono: true, fill: MUTED });
+  };
+  panel(86, 'prefetch on (the default): unit u + 1 is gathered while u computes', on);
+  panel(262, 'prefetch off (--no-prefetch): each unit is gathered when it is needed', off);
+  body += text(16, height - 34, 'F/B: a unit\'s forward/backward · AGu: all_gather of unit u · RSu: reduce_scatter of its gradient · hatched: the main thread waits', { size: 13, fill: MUTED });
+  body += text(16, height - 12, `Backward gathers every unit again (3 passes of Ψ(W − 1)/W values). before_backward(u) enqueues AG(u − 1) before after_backward(u) enqueues RS(u).`, { size: 13, fill: MUTED });
+  return svg(width, height, body, `stage 3 timeline, prefetch on and off, W = ${world}`);
+}
+
 export const DIAGRAMS = {
   'ring_all_reduce.svg': () => ringAllReduce(3),
   'collectives.svg': () => collectivesDiagram(3),
   'rank_local_rank.svg': rankLocalRank,
   'sampler.svg': () => sampler(10, 4),
   'ddp_buckets.svg': ddpBuckets,
+  'sharding_stages.svg': () => shardingStages(CH12_UNITS, 4),
+  'sharding_timeline.svg': () => shardingTimeline([1000, 1000, 1000, 1000], 4),
 };

@@ -15,7 +15,9 @@
 //                                                        ring's moves are chapter 04's (run at 3 ranks),
 //                                                        the sampler's indices are torch's
 //                                                        DistributedSampler's, the buckets' times are
-//                                                        the trace in chapter 09's README
+//                                                        the trace in chapter 09's README, chapter 12's
+//                                                        stages hold and send what a real step does
+//                                                        (sharding_facts), in the library's order
 // The bad decks are there because a check that cannot fail is no test.
 // Exit status: 0 pass, 1 fail, 77 no Marp (npm ci --prefix slides) or no browser (chromium).
 import { spawnSync } from 'node:child_process';
@@ -144,6 +146,38 @@ if (mode === 'includes') {
   const readme = readFileSync(join(ROOT, 'chapters', '09_ddp_classifier', 'README.md'), 'utf8');
   const missing = [...CH09_TRACE.main, ...CH09_TRACE.ddp].filter(([, a, b]) => !readme.includes(`${a}-${b}`));
   expect("ddp_buckets.svg draws the intervals of chapter 09's README timeline", missing.length === 0, `not in the README: ${JSON.stringify(missing)}`);
+  // Chapter 12: sharding_stages.svg's bytes are what the library holds between two steps
+  // (ShardedDataParallel::memory(), and its closed form expected_memory), what dist::Adam's state
+  // takes, and what one step sends (bytes_sent(), and expected_bytes_sent), in a real step of each
+  // stage (sharding_facts); sharding_timeline.svg's order is the one the communication group
+  // received (the flight recorder), on 4 units of distinct chunk sizes.
+  const { CH12_UNITS, shardedMemory, shardedBytesSent, stage3Schedule } = await import('../../slides/tools/diagrams.mjs');
+  const facts = (world, units) => {
+    const r = spawnSync(join(bin, 'ddprun'), ['--standalone', '--nproc-per-node', String(world), join(bin, 'sharding_facts'), ...units.map(String)], { encoding: 'utf8', timeout: 120000 });
+    const lines = (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const ok = r.status === 0 && lines.length === 5;
+    expect(`sharding_facts runs one step of each stage on ${world} ranks (units ${units.join(', ')})`, ok, (r.stdout ?? '') + (r.stderr ?? ''));
+    return ok ? lines : [];
+  };
+  const fields = ['parameters', 'gradients', 'shards', 'shard_gradients'];
+  for (const [world, units] of [[4, CH12_UNITS], [3, CH12_UNITS], [1, CH12_UNITS], [2, [41, 24, 15, 6]]]) {
+    for (const fact of facts(world, units)) {
+      const drawn = shardedMemory(fact.stage, units, world);
+      const where = `stage ${fact.stage}${fact.stage === 3 ? `, prefetch ${fact.prefetch ? 'on' : 'off'}` : ''}, W = ${world}`;
+      expect(`sharding_stages.svg's Adam state at ${where} is dist::Adam's (${drawn.optimizer_state} bytes)`, drawn.optimizer_state === fact.adam_state, `the library's Adam holds ${fact.adam_state}`);
+      if (fact.stage === 0) continue;
+      const held = Object.fromEntries(fields.map((f) => [f, drawn[f]]));
+      const measured = Object.fromEntries(fields.map((f) => [f, fact.memory[f]]));
+      const closed = Object.fromEntries(fields.map((f) => [f, fact.expected_memory[f]]));
+      expect(`sharding_stages.svg holds, at ${where}, what memory() and expected_memory say`, JSON.stringify(held) === JSON.stringify(measured) && JSON.stringify(held) === JSON.stringify(closed) && fact.memory.in_flight === 0, `drawn ${JSON.stringify(held)}\nmemory() ${JSON.stringify(fact.memory)}\nexpected_memory ${JSON.stringify(fact.expected_memory)}`);
+      const sends = shardedBytesSent(fact.stage, units, world);
+      expect(`sharding_stages.svg sends, at ${where}, what the step sent (${sends} bytes)`, sends === fact.bytes_sent && sends === fact.expected_bytes_sent, `sent ${fact.bytes_sent}, expected_bytes_sent ${fact.expected_bytes_sent}`);
+      if (fact.stage === 3 && world === 2) {
+        const order = stage3Schedule(units, world, { prefetch: fact.prefetch }).order;
+        expect(`sharding_timeline.svg's order (${where}) is the library's: ${order.join(' ')}`, JSON.stringify(order) === JSON.stringify(fact.order), `the communication group received ${fact.order.join(' ')}`);
+      }
+    }
+  }
 } else {
   process.stderr.write('usage: slides_test.mjs includes | bad-render OUT_DIR | render OUT_DIR | diagrams BIN_DIR\n');
   process.exit(2);
