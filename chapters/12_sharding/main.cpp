@@ -36,7 +36,6 @@
 #include <string>
 #include <vector>
 
-#include "../09_ddp_classifier/fashion_data.h"
 #include "support.h"
 
 namespace {
@@ -45,192 +44,20 @@ using namespace ch12;
 using ch09::Images;
 using ch09::Indices;
 
-// 196 pixels -> Linear -> ReLU -> Linear -> ReLU -> Linear -> ReLU -> Linear -> 10 logits.
-struct Mlp {
-  std::vector<dist::Linear> layers;
-  dist::ReLU relus[kLayers - 1];
-
-  Mlp(dist::Generator& g, dist::Device device) {
-    layers.reserve(kLayers);
-    for (std::size_t l = 0; l < kLayers; ++l) {
-      const std::int64_t in = kWidths[l], out = kWidths[l + 1];
-      layers.emplace_back(in, out, ch09::uniform_init(in, out, g), device);
-    }
-  }
-  // The units of sharding: one per layer, its weight and bias gathered together (torch's FSDP
-  // wraps modules the same way: each wrapped module is one flat parameter).
-  std::vector<std::vector<dist::Parameter*>> units() {
-    std::vector<std::vector<dist::Parameter*>> all;
-    for (dist::Linear& layer : layers) all.push_back(layer.parameters());
-    return all;
-  }
-  std::vector<dist::Parameter*> parameters() {
-    std::vector<dist::Parameter*> all;
-    for (dist::Linear& layer : layers) {
-      for (dist::Parameter* p : layer.parameters()) all.push_back(p);
-    }
-    return all;
-  }
-};
-
-// A step's calls, the same for every stage. Stage 0 is chapter 09's DDP: a layer's gradients
-// are ready after its backward, finish_gradient_sync averages them, and the other calls have
-// nothing to do. Stages 1-3 are dist::ShardedDataParallel (dist/sharded.h).
-class Parallel {
- public:
-  Parallel(Mlp& model, const Flags& f, int stage) : model_(&model) {
-    if (stage == 0) {
-      ddp = std::make_unique<dist::DistributedDataParallel>(
-          model.parameters(), dist::DdpOptions{.bucket_cap_mb = f.bucket_mb});
-    } else {
-      sharded = std::make_unique<dist::ShardedDataParallel>(
-          model.units(), dist::ShardOptions{.stage = stage, .prefetch = f.prefetch});
-    }
-  }
-  // What the optimizer steps: the whole model (DDP), or this rank's shard of each layer.
-  std::vector<dist::Parameter*> optimized() {
-    return ddp ? model_->parameters() : sharded->shards();
-  }
-  void before_forward(std::size_t u) {
-    if (sharded) sharded->before_forward(u);  // stage 3: gather layer u (prefetch: and u+1)
-  }
-  void after_forward(std::size_t u) {
-    if (sharded) sharded->after_forward(u);  // stage 3: free it
-  }
-  void before_backward(std::size_t u) {
-    if (sharded) sharded->before_backward(u);  // stage 3: gather it again (prefetch: and u-1)
-  }
-  void after_backward(std::size_t u) {
-    if (ddp) ddp->grads_ready(model_->layers[u].parameters());  // may start a bucket's all_reduce
-    if (sharded) sharded->after_backward(u);  // stages 2, 3: reduce_scatter its gradient now
-  }
-  void finish_gradient_sync() {
-    if (ddp) ddp->finish_gradient_sync();
-    if (sharded) sharded->finish_gradient_sync();  // stage 1: reduce_scatter every gradient now
-  }
-  void after_step() {
-    if (sharded) sharded->after_step();  // stages 1, 2: all_gather the updated shards
-  }
-  std::int64_t bytes_sent() const { return ddp ? ddp->bytes_sent() : sharded->bytes_sent(); }
-
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  std::unique_ptr<dist::ShardedDataParallel> sharded;
-
- private:
-  Mlp* model_;
-};
-
-// What one rank holds for the model, in bytes: parameters, gradients, the optimizer's state.
-struct Held {
-  std::int64_t parameters = 0, gradients = 0, state = 0;
-  std::int64_t total() const { return parameters + gradients + state; }
-};
-
-Held measured(Mlp& model, const Parallel& parallel, const dist::Adam& adam) {
-  Held h{.state = adam.state_bytes()};
-  if (parallel.sharded) {
-    const dist::ShardedDataParallel::Memory m = parallel.sharded->memory();
-    h.parameters = m.parameters + m.shards;
-    h.gradients = m.gradients + m.shard_gradients;
-  } else {
-    for (dist::Parameter* p : model.parameters()) {
-      h.parameters += static_cast<std::int64_t>(p->data.nbytes());
-      h.gradients += static_cast<std::int64_t>(p->grad.nbytes());
-    }
-    for (const auto& bucket : parallel.ddp->buckets()) {
-      h.gradients += static_cast<std::int64_t>(bucket.buffer.nbytes());  // DDP's copy
-    }
-  }
-  return h;
-}
-
-std::vector<std::int64_t> unit_numels() {
-  std::vector<std::int64_t> n;
-  for (std::size_t l = 0; l < kLayers; ++l)
-    n.push_back(kWidths[l] * kWidths[l + 1] + kWidths[l + 1]);
-  return n;
-}
-
-// The closed forms, fp32 Adam (4 bytes a value; Adam keeps two moments), Ψ values in all, layer
-// u of n_u values cut into W chunks of c_u = ⌈n_u/W⌉ (so c = Σc_u is Ψ/W and a little padding):
-// ZeRO's accounting (the paper's, and torch's, whose flat parameters are views of the model).
-Held ideal(int stage, int world) {
-  std::int64_t psi = 0, c = 0;
-  for (std::int64_t n : unit_numels()) {
-    psi += n;
-    c += (n + world - 1) / world;
-  }
-  switch (stage) {
-    case 0:
-      return {4 * psi, 4 * psi, 8 * psi};
-    case 1:
-      return {4 * psi, 4 * psi, 8 * c};
-    case 2:
-      return {4 * psi, 4 * c, 8 * c};
-    default:
-      return {4 * c, 4 * c, 8 * c};
-  }
-}
-
-// What this library holds beyond that, by design: DDP's buckets, a copy of the gradients (torch's
-// too, unless gradient_as_bucket_view=True); at stages 1 and 2 the shard and its gradient are
-// copies beside the whole model, since dist::Tensor has no views (ShardedDataParallel's closed
-// form, expected_memory, counts them).
-Held expected(int stage, int world, const Parallel& parallel) {
-  Held h = ideal(stage, world);
-  if (stage == 0) {
-    for (const auto& bucket : parallel.ddp->buckets()) h.gradients += 4 * bucket.numel;
-    return h;
-  }
-  const auto e = dist::ShardedDataParallel::expected_memory(stage, unit_numels(), world);
-  h.parameters = e.parameters + e.shards;
-  h.gradients = e.gradients + e.shard_gradients;
-  return h;
-}
-
+// What one training leaves, to print and to compare with DDP's.
 struct Run {
   std::vector<float> weights;   // the whole model at the end, as every rank holds it
   Held held, held_expected;     // after the first step
   std::int64_t peak_whole = 0;  // the most parameter bytes held whole at once during a step
   std::int64_t bytes_per_step = 0, steps = 0;
   std::chrono::steady_clock::duration training_time{};
-  std::int64_t trained = 0;             // samples, this rank
-  std::optional<std::int64_t> buckets;  // stage 0
+  std::int64_t trained = 0;         // samples, this rank
+  Traffic ddp_traffic;              // stage 0: the closed form for its buckets
   std::int64_t peak_allocated = 0;  // every tensor's bytes, at the training steps' high-water mark
 };
 
-// Each rank evaluates its part of the test set (DistributedSampler's, padded so that every rank
-// runs as many forwards: at stage 3 each is a gather, a collective) and counts a picture only
-// where it is not padding, so that each is counted once; one all_reduce adds up (correct, counted).
-std::pair<std::int64_t, std::int64_t> evaluate(Mlp& model, Parallel& parallel, const Images& test,
-                                               dist::Device device) {
-  const int rank = dist::get_rank(), world = dist::get_world_size();
-  const Indices mine = dist::DistributedSampler(test.size(), {.shuffle = false}).indices();
-  std::int64_t correct = 0, counted = 0, position = 0;
-  for (const Indices& batch : dist::BatchSampler(mine, 250, false).batches()) {
-    auto [x, y] = ch09::batch_tensors(test, batch, device, nullptr);
-    dist::Tensor h = x;
-    for (std::size_t u = 0; u < kLayers; ++u) {
-      parallel.before_forward(u);
-      h = model.layers[u].forward(h);
-      if (u + 1 < kLayers) h = model.relus[u].forward(h);
-      parallel.after_forward(u);
-    }
-    const std::vector<float> logits = h.to_vector<float>();
-    for (std::size_t row = 0; row < batch.size(); ++row, ++position) {
-      if (rank + position * world >= test.size()) continue;  // padding: counted by another rank
-      const auto first = logits.begin() + static_cast<std::ptrdiff_t>(row * ch09::kClasses);
-      const auto best = std::max_element(first, first + ch09::kClasses) - first;
-      correct += best == test.labels[static_cast<std::size_t>(batch[row])] ? 1 : 0;
-      ++counted;
-    }
-  }
-  dist::Tensor counts = dist::Tensor::from<std::int64_t>({correct, counted}, device);
-  dist::all_reduce(counts);
-  return {static_cast<std::int64_t>(counts.item(0)), static_cast<std::int64_t>(counts.item(1))};
-}
-
-// Trains from rank 0's initial weights at `stage`; prints the epochs when `print`.
+// Trains from rank 0's initial weights at `stage`; prints the epochs when `print`. `Parallel`
+// (support.h) sends each of a step's calls to DDP (stage 0) or to dist::ShardedDataParallel.
 Run train(const Flags& f, int stage, const Images& train_set, const Images& test, bool print) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const dist::Device device = dist::get_device();
@@ -239,7 +66,6 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
   Parallel parallel(model, f, stage);  // every rank now holds rank 0's weights (or its shard)
   dist::Adam adam(parallel.optimized(), f.lr);
   Run run;
-  if (parallel.ddp) run.buckets = static_cast<std::int64_t>(parallel.ddp->buckets().size());
   const auto whole_bytes = [&] {
     std::int64_t bytes = 0;
     for (dist::Parameter* p : model.parameters())
@@ -257,7 +83,6 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
     const std::int64_t sent_before = parallel.bytes_sent();
     double loss_sum = 0;
     for (const Indices& batch : batches) {
-      // --8<-- [start:train_step]
       adam.zero_grad();
       auto [x, y] = ch09::batch_tensors(train_set, batch, device, nullptr);
       dist::Tensor h = x;
@@ -280,10 +105,10 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
       parallel.finish_gradient_sync();  // every gradient (or shard of one): the ranks' mean
       adam.step();                      // DDP: the whole model; stages 1-3: this rank's shards
       parallel.after_step();
-      // --8<-- [end:train_step]
       if (run.steps++ == 0) {
-        run.held = measured(model, parallel, adam);
-        run.held_expected = expected(stage, world, parallel);
+        run.held = measured(model, parallel.ddp.get(), parallel.sharded.get(), adam);
+        run.held_expected = expected(stage, world, parallel.ddp.get());
+        if (parallel.ddp) run.ddp_traffic = ddp_traffic(*parallel.ddp, world);
       }
       loss_sum += loss.loss;
     }
@@ -295,7 +120,16 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
     dist::Tensor mean_loss =
         dist::full(1, loss_sum / static_cast<double>(batches.size()), dist::kFloat64, device);
     dist::all_reduce(mean_loss);
-    const auto [correct, counted] = evaluate(model, parallel, test, device);
+    const auto [correct, counted] = evaluate(test, device, [&](const dist::Tensor& x) {
+      dist::Tensor h = x;
+      for (std::size_t u = 0; u < kLayers; ++u) {
+        parallel.before_forward(u);  // stage 3: a gather, so every rank runs as many forwards
+        h = model.layers[u].forward(h);
+        if (u + 1 < kLayers) h = model.relus[u].forward(h);
+        parallel.after_forward(u);
+      }
+      return h;
+    });
     if (print) {
       dist::out0() << "epoch " << epoch + 1 << "/" << f.epochs << ": train loss "
                    << ch09::fixed4(mean_loss.item(0) / world) << ", test accuracy "
@@ -311,25 +145,6 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
     parallel.after_forward(u);
   }
   return run;
-}
-
-void print_table() {
-  dist::out0() << "per-rank bytes for the model, fp32 Adam, ZeRO's closed forms (Ψ values, c = "
-                  "Σ⌈n_u/W⌉ ≈ Ψ/W; stage 3 also holds one layer whole during its turn):";
-  dist::out0()
-      << "  stage      parameters  gradients  Adam state         W=1         W=2         W=4";
-  const char* rows[] = {"  0 (DDP)    4Ψ          4Ψ         8Ψ        ",
-                        "  1          4Ψ          4Ψ         8c        ",
-                        "  2          4Ψ          4c         8c        ",
-                        "  3          4c          4c         8c        "};
-  for (int stage = 0; stage <= 3; ++stage) {
-    std::string line = rows[stage];
-    for (int w : {1, 2, 4}) {
-      const std::string cell = grouped(ideal(stage, w).total());
-      line += std::string(12 - std::min<std::size_t>(cell.size(), 11), ' ') + cell;
-    }
-    dist::out0() << line;
-  }
 }
 
 }  // namespace
@@ -390,17 +205,17 @@ int main(int argc, char** argv) {
                  << " bytes (" << (f.stage == 3 ? "the largest layer" : "the whole model") << ": "
                  << grouped(whole_want) << ")";
     // The ring moves (W-1)/W of each value twice (reduce_scatter, all_gather); stage 3 gathers
-    // twice. DDP's ring segments are n/W rounded: within a value per half of each bucket.
+    // twice. DDP: by bucket (support.h's ddp_traffic).
     const std::int64_t passes = f.stage == 3 ? 3 : 2;
-    const std::int64_t bytes_want = f.stage == 0 ? 4 * passes * psi * (world - 1) / world
+    const std::int64_t bytes_want = f.stage == 0 ? run.ddp_traffic.bytes
                                                  : dist::ShardedDataParallel::expected_bytes_sent(
                                                        f.stage, unit_numels(), world);
-    const std::int64_t slack = f.stage == 0 ? 8 * *run.buckets : 0;
+    const std::int64_t slack = run.ddp_traffic.slack;
     dist::out0() << "bytes sent per rank per step: " << grouped(run.bytes_per_step) << " ("
                  << passes << "Ψ(W-1)/W values, 4 bytes each: "
                  << grouped(4 * passes * psi * (world - 1) / world)
-                 << (f.stage == 0 ? "" : "; with each layer's padding: " + grouped(bytes_want))
-                 << ")";
+                 << (f.stage == 0 ? "; by bucket: " : "; with each layer's padding: ")
+                 << grouped(bytes_want) << ")";
 
     // ---- Step 4: the same weights as DDP, trained from the same start in this run
     // At 1 and 2 ranks every sum is the same sum (a + b is b + a), so the bits must agree. At 3

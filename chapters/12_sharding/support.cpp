@@ -8,7 +8,143 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <dist/sampler.h>
+
 namespace ch12 {
+
+Mlp::Mlp(dist::Generator& g, dist::Device device) {
+  layers.reserve(kLayers);
+  for (std::size_t l = 0; l < kLayers; ++l) {
+    const std::int64_t in = kWidths[l], out = kWidths[l + 1];
+    layers.emplace_back(in, out, ch09::uniform_init(in, out, g), device);
+  }
+}
+
+std::vector<std::vector<dist::Parameter*>> Mlp::units() {
+  std::vector<std::vector<dist::Parameter*>> all;
+  for (dist::Linear& layer : layers) all.push_back(layer.parameters());
+  return all;
+}
+
+std::vector<dist::Parameter*> Mlp::parameters() {
+  std::vector<dist::Parameter*> all;
+  for (dist::Linear& layer : layers) {
+    for (dist::Parameter* p : layer.parameters()) all.push_back(p);
+  }
+  return all;
+}
+
+std::vector<std::int64_t> unit_numels() {
+  std::vector<std::int64_t> n;
+  for (std::size_t l = 0; l < kLayers; ++l)
+    n.push_back(kWidths[l] * kWidths[l + 1] + kWidths[l + 1]);
+  return n;
+}
+
+Held ideal(int stage, int world) {
+  std::int64_t psi = 0, c = 0;
+  for (std::int64_t n : unit_numels()) {
+    psi += n;
+    c += (n + world - 1) / world;
+  }
+  switch (stage) {
+    case 0:
+      return {4 * psi, 4 * psi, 8 * psi};
+    case 1:
+      return {4 * psi, 4 * psi, 8 * c};
+    case 2:
+      return {4 * psi, 4 * c, 8 * c};
+    default:
+      return {4 * c, 4 * c, 8 * c};
+  }
+}
+
+Held measured(Mlp& model, const dist::DistributedDataParallel* ddp,
+              const dist::ShardedDataParallel* sharded, const dist::Adam& adam) {
+  Held h{.state = adam.state_bytes()};
+  if (sharded != nullptr) {
+    const dist::ShardedDataParallel::Memory m = sharded->memory();
+    h.parameters = m.parameters + m.shards;
+    h.gradients = m.gradients + m.shard_gradients;
+    return h;
+  }
+  for (dist::Parameter* p : model.parameters()) {
+    h.parameters += static_cast<std::int64_t>(p->data.nbytes());
+    h.gradients += static_cast<std::int64_t>(p->grad.nbytes());
+  }
+  for (const auto& bucket : ddp->buckets()) {
+    h.gradients += static_cast<std::int64_t>(bucket.buffer.nbytes());  // DDP's copy
+  }
+  return h;
+}
+
+Held expected(int stage, int world, const dist::DistributedDataParallel* ddp) {
+  Held h = ideal(stage, world);
+  if (stage == 0) {
+    for (const auto& bucket : ddp->buckets()) h.gradients += 4 * bucket.numel;
+    return h;
+  }
+  const auto e = dist::ShardedDataParallel::expected_memory(stage, unit_numels(), world);
+  h.parameters = e.parameters + e.shards;
+  h.gradients = e.gradients + e.shard_gradients;
+  return h;
+}
+
+Traffic ddp_traffic(const dist::DistributedDataParallel& ddp, int world) {
+  Traffic t;
+  const bool gloo = dist::get_backend() == "gloo";
+  for (const auto& bucket : ddp.buckets()) {
+    const std::int64_t bytes = 4 * bucket.numel;
+    if (gloo && bytes <= 128 * 1024) {
+      t.bytes += bytes * (world - 1);
+    } else {
+      t.bytes += 2 * bytes * (world - 1) / world;
+      t.slack += world > 1 ? 2 * 4 : 0;
+    }
+  }
+  return t;
+}
+
+void print_table() {
+  dist::out0() << "per-rank bytes for the model, fp32 Adam, ZeRO's closed forms (Ψ values, c = "
+                  "Σ⌈n_u/W⌉ ≈ Ψ/W; stage 3 also holds one layer whole during its turn):";
+  dist::out0()
+      << "  stage      parameters  gradients  Adam state         W=1         W=2         W=4";
+  const char* rows[] = {"  0 (DDP)    4Ψ          4Ψ         8Ψ        ",
+                        "  1          4Ψ          4Ψ         8c        ",
+                        "  2          4Ψ          4c         8c        ",
+                        "  3          4c          4c         8c        "};
+  for (int stage = 0; stage <= 3; ++stage) {
+    std::string line = rows[stage];
+    for (int w : {1, 2, 4}) {
+      const std::string cell = grouped(ideal(stage, w).total());
+      line += std::string(12 - std::min<std::size_t>(cell.size(), 11), ' ') + cell;
+    }
+    dist::out0() << line;
+  }
+}
+
+std::pair<std::int64_t, std::int64_t> evaluate(
+    const ch09::Images& test, dist::Device device,
+    const std::function<dist::Tensor(const dist::Tensor&)>& forward) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const ch09::Indices mine = dist::DistributedSampler(test.size(), {.shuffle = false}).indices();
+  std::int64_t correct = 0, counted = 0, position = 0;
+  for (const ch09::Indices& batch : dist::BatchSampler(mine, 250, false).batches()) {
+    auto [x, y] = ch09::batch_tensors(test, batch, device, nullptr);
+    const std::vector<float> logits = forward(x).to_vector<float>();
+    for (std::size_t row = 0; row < batch.size(); ++row, ++position) {
+      if (rank + position * world >= test.size()) continue;  // padding: counted by another rank
+      const auto first = logits.begin() + static_cast<std::ptrdiff_t>(row * ch09::kClasses);
+      const auto best = std::max_element(first, first + ch09::kClasses) - first;
+      correct += best == test.labels[static_cast<std::size_t>(batch[row])] ? 1 : 0;
+      ++counted;
+    }
+  }
+  dist::Tensor counts = dist::Tensor::from<std::int64_t>({correct, counted}, device);
+  dist::all_reduce(counts);
+  return {static_cast<std::int64_t>(counts.item(0)), static_cast<std::int64_t>(counts.item(1))};
+}
 
 std::optional<Flags> parse_flags(int argc, char** argv) {
   Flags f;

@@ -3,12 +3,20 @@
 // weights and the batches are chapter 09's (../09_ddp_classifier/fashion_data.h).
 #pragma once
 
+#include <dist/ddp.h>
 #include <dist/dist.h>
+#include <dist/nn.h>
+#include <dist/optim.h>
+#include <dist/sharded.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "../09_ddp_classifier/fashion_data.h"
 
 namespace ch12 {
 
@@ -17,6 +25,19 @@ namespace ch12 {
 // sharding, yet one epoch trains in seconds on two CPU cores.
 constexpr std::int64_t kWidths[] = {196, 512, 512, 512, 10};
 constexpr std::size_t kLayers = 4;
+
+// 196 pixels -> Linear -> ReLU -> Linear -> ReLU -> Linear -> ReLU -> Linear -> 10 logits, each
+// rank drawing its own initial weights (as chapter 09 draws them, from seed + rank).
+struct Mlp {
+  std::vector<dist::Linear> layers;
+  dist::ReLU relus[kLayers - 1];
+
+  Mlp(dist::Generator& g, dist::Device device);
+  // The units of sharding: one per layer, its weight and bias gathered together (torch's FSDP
+  // wraps modules the same way: each wrapped module is one flat parameter).
+  std::vector<std::vector<dist::Parameter*>> units();
+  std::vector<dist::Parameter*> parameters();
+};
 
 // Every flag, with its default. --help lists them.
 struct Flags {
@@ -30,6 +51,94 @@ struct Flags {
 // The flags from argv, or nothing after --help. --data-dir is created and must be writable (exit
 // 2 with a message naming the flag otherwise).
 std::optional<Flags> parse_flags(int argc, char** argv);
+
+// A step's calls, the same for every stage. Stage 0 is chapter 09's DDP: a layer's gradients
+// are ready after its backward, finish_gradient_sync averages them, and the other calls have
+// nothing to do. Stages 1-3 are dist::ShardedDataParallel (dist/sharded.h).
+class Parallel {
+ public:
+  Parallel(Mlp& model, const Flags& f, int stage) : model_(&model) {
+    if (stage == 0) {
+      ddp = std::make_unique<dist::DistributedDataParallel>(
+          model.parameters(), dist::DdpOptions{.bucket_cap_mb = f.bucket_mb});
+    } else {
+      sharded = std::make_unique<dist::ShardedDataParallel>(
+          model.units(), dist::ShardOptions{.stage = stage, .prefetch = f.prefetch});
+    }
+  }
+  // What the optimizer steps: the whole model (DDP), or this rank's shard of each layer.
+  std::vector<dist::Parameter*> optimized() {
+    return ddp ? model_->parameters() : sharded->shards();
+  }
+  void before_forward(std::size_t u) {
+    if (sharded) sharded->before_forward(u);  // stage 3: gather layer u (prefetch: and u+1)
+  }
+  void after_forward(std::size_t u) {
+    if (sharded) sharded->after_forward(u);  // stage 3: free it
+  }
+  void before_backward(std::size_t u) {
+    if (sharded) sharded->before_backward(u);  // stage 3: gather it again (prefetch: and u-1)
+  }
+  void after_backward(std::size_t u) {
+    if (ddp) ddp->grads_ready(model_->layers[u].parameters());  // may start a bucket's all_reduce
+    if (sharded) sharded->after_backward(u);  // stages 2, 3: reduce_scatter its gradient now
+  }
+  void finish_gradient_sync() {
+    if (ddp) ddp->finish_gradient_sync();
+    if (sharded) sharded->finish_gradient_sync();  // stage 1: reduce_scatter every gradient now
+  }
+  void after_step() {
+    if (sharded) sharded->after_step();  // stages 1, 2: all_gather the updated shards
+  }
+  std::int64_t bytes_sent() const { return ddp ? ddp->bytes_sent() : sharded->bytes_sent(); }
+
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  std::unique_ptr<dist::ShardedDataParallel> sharded;
+
+ private:
+  Mlp* model_;
+};
+
+// ---- What a rank holds and sends
+
+// What one rank holds for the model, in bytes: parameters, gradients, the optimizer's state.
+struct Held {
+  std::int64_t parameters = 0, gradients = 0, state = 0;
+  std::int64_t total() const { return parameters + gradients + state; }
+};
+std::vector<std::int64_t> unit_numels();  // the layers' values: n_u
+// ZeRO's closed forms, fp32 Adam (4 bytes a value; Adam keeps two moments), Ψ values in all,
+// layer u of n_u values cut into W chunks of c_u = ⌈n_u/W⌉ (so c = Σc_u is Ψ/W and a little
+// padding): the paper's accounting, and torch's, whose flat parameters are views of the model.
+Held ideal(int stage, int world);
+// What this rank holds now (DDP: `ddp`; stages 1-3: `sharded`; the other is null).
+Held measured(Mlp& model, const dist::DistributedDataParallel* ddp,
+              const dist::ShardedDataParallel* sharded, const dist::Adam& adam);
+// What it should hold between steps: ZeRO's form, plus what this library keeps by design. DDP's
+// buckets, a copy of the gradients (torch's too, unless gradient_as_bucket_view=True); at stages
+// 1 and 2 the shard (and at stage 1 its gradient) is a copy beside the whole model, since
+// dist::Tensor has no views (ShardedDataParallel::expected_memory counts them).
+Held expected(int stage, int world, const dist::DistributedDataParallel* ddp);
+// The bytes DDP's all_reduces send per rank per step, and how far the count may be from it: a
+// ring all_reduce of a bucket of n values sends 2n(W-1)/W of them (a value more or less per half,
+// as the ring's segments are n/W rounded); Gloo's backend sends a bucket of at most 128 KiB to
+// every rank in one step instead, n(W-1) values: fewer steps for more bytes (gloo_mesh.h).
+struct Traffic {
+  std::int64_t bytes = 0, slack = 0;
+};
+Traffic ddp_traffic(const dist::DistributedDataParallel& ddp, int world);
+// The table of ideal() for stages 0-3 at W = 1, 2, 4, printed by rank 0.
+void print_table();
+
+// Each rank evaluates its part of the test set (DistributedSampler's, padded so that every rank
+// runs as many forwards: at stage 3 each is a gather, a collective) and counts a picture only
+// where it is not padding, so that each is counted once; one all_reduce adds up. Returns
+// (correct, counted) over all ranks.
+std::pair<std::int64_t, std::int64_t> evaluate(
+    const ch09::Images& test, dist::Device device,
+    const std::function<dist::Tensor(const dist::Tensor&)>& forward);
+
+// ---- Printing
 
 // What each stage keeps sharded, in ZeRO's words: "stage 2: optimizer state and gradients
 // sharded (ZeRO-2)".
