@@ -36,12 +36,15 @@ unit per Linear layer, as the program shards it, would read:
     fully_shard(model, mesh=mesh)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)  # steps each rank's shards
 
-(fully_shard(..., reshard_after_forward=False) keeps each unit whole from its forward to its
-backward, as ZeRO-2 does.) --prefetch, --check, --bucket-mb and --data-dir are accepted: --bucket-mb
+(With reshard_after_forward=False, each unit stays whole from its forward to its backward and is
+gathered once a step: stage 2's traffic, though its parameters are still sharded between steps.)
+
+--prefetch, --check, --bucket-mb and --data-dir are accepted: --bucket-mb
 is DDP's bucket_cap_mb at stages 0 and 1; with --check (the default) the twin checks at stage 1 that
 ZeroRedundancyOptimizer ends with DDP + Adam's weights bit for bit, and at stages 2 and 3 that the
 replay ends with them (bit for bit at 1 and 2 ranks, within torch.testing.assert_close's float32
-tolerance at more), training DDP from the same start; --prefetch and --data-dir change nothing here (the twin reads the IDX files itself).
+tolerance at more), training DDP from the same start; --prefetch and --data-dir change nothing
+here (the twin reads the IDX files itself).
 The memory table is a closed form, recomputed here; what a rank measures (memory, bytes sent) is
 the program's own.
 """
@@ -100,7 +103,8 @@ def uniform_init(layer, g):
     bound = 1 / (layer.in_features ** 0.5)
     draws = lambda n: (torch.randint(0, 1 << 24, (n,), generator=g).double() / (1 << 24) * 2 - 1)
     with torch.no_grad():
-        layer.weight.copy_((draws(layer.weight.numel()) * bound).float().reshape(layer.weight.shape))
+        weight = draws(layer.weight.numel()) * bound
+        layer.weight.copy_(weight.float().reshape(layer.weight.shape))
         layer.bias.copy_((draws(layer.bias.numel()) * bound).float())
 
 
@@ -139,7 +143,8 @@ def closed_form(stage, world):
 def print_table():
     out0("per-rank bytes for the model, fp32 Adam, ZeRO's closed forms (Ψ values, c = Σ⌈n_u/W⌉ ≈ "
          "Ψ/W; stage 3 also holds one layer whole during its turn):")
-    out0("  stage             parameters  gradients  Adam state         W=1         W=2         W=4")
+    out0("  stage             parameters  gradients  Adam state" + "".join(
+        f"{'W=' + str(w):>12}" for w in (1, 2, 4)))
     forms = ["4Ψ          4Ψ         8Ψ", "4Ψ          4Ψ         8c",
              "4Ψ          4c         8c", "4c          4c         8c"]
     for stage in range(4):
@@ -268,9 +273,10 @@ def main():
     # The twin's own checks: every rank holds the same weights, every test image was counted once,
     # and, with --check, the weights are DDP + Adam's: bit for bit for torch's ZeRO-1, whose
     # gradients are DDP's all-reduced ones, and for the replay at 1 and 2 ranks (a/2 + b/2 is
-    # (a + b)/2 exactly); at 3 and more the replay adds the ranks' gradients in autograd's order,
-    # not Gloo's, and divides each by W before adding: within torch.testing.assert_close's float32
-    # tolerance, as the program compares its stages with DDP.
+    # (a + b)/2 exactly); at 3 and more the replay scales each rank's gradient by 1/W from the
+    # loss down, where DDP divides each rank's finished gradient, and adds them in autograd's
+    # order, not Gloo's: within torch.testing.assert_close's float32 tolerance, as the program
+    # compares its stages with DDP.
     mine = flat(model)
     everyone = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(everyone, mine)
