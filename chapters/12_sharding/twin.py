@@ -19,9 +19,10 @@ tests/chapters/chapter_check.py parity compares the numbers within a tolerance.
   --stage 2, --stage 3  torch 1.13's FullyShardedDataParallel refuses to run without CUDA ("FSDP
              does not support CPU only execution", in its lazy init), so the twin checks what these
              stages compute, not how: each rank replays the whole global batch alone. At each step
-             it takes the W ranks' batches (each rank's DistributedSampler indices), averages the W
-             per-rank mean losses (the loss DDP and FSDP optimise: the mean of the ranks' mean
-             gradients), and makes one Adam step on the whole model, from rank 0's initial weights.
+             it takes the W ranks' batches (each rank's DistributedSampler indices), computes each
+             one's gradient of its mean loss, averages the W gradients (what DDP's all_reduce and
+             FSDP's reduce_scatter make of them), and makes one Adam step on the whole model, from
+             rank 0's initial weights.
 
 FSDP on the CPU with Gloo comes with FSDP2, torch.distributed._composable.fsdp.fully_shard
 (torch 2.4; torch.distributed.fsdp.fully_shard from 2.6), on a CPU device mesh. Stage 3 with one
@@ -198,11 +199,12 @@ def train_distributed(args, stage, data, report):
 
 def train_replayed(args, data, report):
     """Stages 2 and 3, replayed: this rank alone computes every rank's batch of each step, from
-    rank 0's initial weights, and steps the whole model on the mean of the ranks' mean losses."""
+    rank 0's initial weights, and steps the whole model on the mean of the ranks' gradients."""
     train_x, train_y, test_x, test_y = data
     world = dist.get_world_size()
     model = make_model(args.seed)  # rank 0's draws: the weights every rank starts from
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    params = list(model.parameters())
+    optimizer = torch.optim.Adam(params, lr=args.lr)
     criterion = nn.CrossEntropyLoss()
     samplers = [DistributedSampler(range(len(train_y)), num_replicas=world, rank=r, seed=args.seed)
                 for r in range(world)]
@@ -212,11 +214,17 @@ def train_replayed(args, data, report):
         steps = list(zip(*(BatchSampler(s, args.batch_size, drop_last=False) for s in samplers)))
         loss_sum = 0.0
         for batches in steps:  # one batch per rank
-            optimizer.zero_grad()
-            loss = torch.stack([criterion(model(train_x[b]), train_y[b]) for b in batches]).mean()
-            loss.backward()
+            # Each rank's gradient of its mean loss, each times 1/W and added up, as DDP's
+            # all_reduce makes the mean (torch's DDP scales each rank's gradient by 1/W, then sums).
+            mean = [torch.zeros_like(p) for p in params]
+            for b in batches:
+                loss = criterion(model(train_x[b]), train_y[b])
+                for m, g in zip(mean, torch.autograd.grad(loss, params)):
+                    m.add_(g * (1 / world))
+                loss_sum += loss.item() / world
+            for p, m in zip(params, mean):
+                p.grad = m
             optimizer.step()
-            loss_sum += loss.item()
         correct = count_correct(model, test_x, test_y, list(range(len(test_y))))
         report(epoch, loss_sum / len(steps), correct, len(test_y))
     return model
@@ -272,11 +280,10 @@ def main():
 
     # The twin's own checks: every rank holds the same weights, every test image was counted once,
     # and, with --check, the weights are DDP + Adam's: bit for bit for torch's ZeRO-1, whose
-    # gradients are DDP's all-reduced ones, and for the replay at 1 and 2 ranks (a/2 + b/2 is
-    # (a + b)/2 exactly); at 3 and more the replay scales each rank's gradient by 1/W from the
-    # loss down, where DDP divides each rank's finished gradient, and adds them in autograd's
-    # order, not Gloo's: within torch.testing.assert_close's float32 tolerance, as the program
-    # compares its stages with DDP.
+    # gradients are DDP's all-reduced ones, and for the replay at 1 and 2 ranks (a + b is b + a);
+    # at 3 and more the replay adds the ranks' gradients in rank order, where Gloo's ring adds
+    # each segment in its own order: within torch.testing.assert_close's float32 tolerance, as the
+    # program compares its stages with DDP.
     mine = flat(model)
     everyone = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(everyone, mine)
