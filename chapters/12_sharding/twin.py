@@ -40,14 +40,13 @@ unit per Linear layer, as the program shards it, would read:
 (With reshard_after_forward=False, each unit stays whole from its forward to its backward and is
 gathered once a step: stage 2's traffic, though its parameters are still sharded between steps.)
 
---prefetch, --check, --bucket-mb and --data-dir are accepted: --bucket-mb
-is DDP's bucket_cap_mb at stages 0 and 1; with --check (the default) the twin checks at stage 1 that
+--prefetch, --check, --bucket-mb and --data-dir are accepted. --bucket-mb is DDP's bucket_cap_mb
+at stages 0 and 1. With --check (the default) the twin checks at stage 1 that
 ZeroRedundancyOptimizer ends with DDP + Adam's weights bit for bit, and at stages 2 and 3 that the
 replay ends with them (bit for bit at 1 and 2 ranks, within torch.testing.assert_close's float32
-tolerance at more), training DDP from the same start; --prefetch and --data-dir change nothing
-here (the twin reads the IDX files itself).
-The memory table is a closed form, recomputed here; what a rank measures (memory, bytes sent) is
-the program's own.
+tolerance at more), training DDP from the same start. --prefetch and --data-dir change nothing
+here (the twin reads the IDX files itself). The memory table is a closed form, recomputed here;
+what a rank measures (memory, bytes sent) is the program's own.
 """
 import argparse
 import gzip
