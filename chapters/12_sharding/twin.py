@@ -1,0 +1,328 @@
+"""Chapter 12's twin: the same Fashion-MNIST MLP trained with Adam, as PyTorch 1.13 on Gloo can
+shard it.
+
+Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
+    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py --stage 1
+It takes the flags of ch12_sharding that change what is computed (--stage, --epochs,
+--train-samples, --test-samples, --batch-size, --lr, --seed) and prints the same lines where
+torch can say the same thing. The data, the initial weights and the sampler's order are the same
+bits as in main.cpp (chapter 09's IDX files shrunk the same way, the same torch.randint draws, the
+same DistributedSampler); torch then computes in float32 in its own order, so
+tests/chapters/chapter_check.py parity compares the numbers within a tolerance.
+
+  --stage 0  DistributedDataParallel + torch.optim.Adam.
+  --stage 1  DistributedDataParallel + ZeroRedundancyOptimizer(optimizer_class=torch.optim.Adam):
+             torch's ZeRO-1. Each rank keeps Adam's state for whole parameters only (a sorted-greedy
+             partition, not the program's even flat shards) and broadcasts them after its step, so
+             the state each rank holds and the bytes it sends differ from the program's; the
+             weights do not.
+  --stage 2, --stage 3  torch 1.13's FullyShardedDataParallel refuses to run without CUDA ("FSDP
+             does not support CPU only execution", in its lazy init), so the twin checks what these
+             stages compute, not how: each rank replays the whole global batch alone. At each step
+             it takes the W ranks' batches (each rank's DistributedSampler indices), computes each
+             one's gradient of its mean loss, averages the W gradients (what DDP's all_reduce and
+             FSDP's reduce_scatter make of them), and makes one Adam step on the whole model, from
+             rank 0's initial weights.
+
+FSDP on the CPU with Gloo comes with FSDP2, torch.distributed._composable.fsdp.fully_shard
+(torch 2.4; torch.distributed.fsdp.fully_shard from 2.6), on a CPU device mesh. Stage 3 with one
+unit per Linear layer, as the program shards it, would read:
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)  # one unit: its weight and bias, gathered together
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)  # steps each rank's shards
+
+(With reshard_after_forward=False, each unit stays whole from its forward to its backward and is
+gathered once a step: stage 2's traffic, though its parameters are still sharded between steps.)
+
+--prefetch, --check, --bucket-mb and --data-dir are accepted. --bucket-mb is DDP's bucket_cap_mb
+at stages 0 and 1. With --check (the default) the twin checks at stage 1 that
+ZeroRedundancyOptimizer ends with DDP + Adam's weights bit for bit, and at stages 2 and 3 that the
+replay ends with them (bit for bit at 1 and 2 ranks, within torch.testing.assert_close's float32
+tolerance at more), training DDP from the same start. --prefetch and --data-dir change nothing
+here (the twin reads the IDX files itself). The memory table is a closed form, recomputed here;
+what a rank measures (memory, bytes sent) is the program's own.
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import BatchSampler
+from torch.utils.data.distributed import DistributedSampler
+
+SOURCE = "/usr/share/datasets/fashion-mnist"
+SIDE, PIXELS, CLASSES = 14, 14 * 14, 10
+WIDTHS = (PIXELS, 512, 512, 512, CLASSES)
+STAGES = {
+    0: "stage 0: nothing sharded (DDP)",
+    1: "stage 1: optimizer state sharded (ZeRO-1)",
+    2: "stage 2: optimizer state and gradients sharded (ZeRO-2)",
+    3: "stage 3: optimizer state, gradients and parameters sharded (ZeRO-3, FSDP)",
+}
+PREFIX = {}
+
+
+def out(text):
+    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
+
+
+def out0(text):
+    if PREFIX["rank"] == 0:
+        out(text)
+
+
+def read_idx(prefix, count):
+    """The first `count` images, 28x28 shrunk to 14x14 by 2x2 means, and their labels."""
+    with gzip.open(f"{prefix}-images-idx3-ubyte.gz") as f:
+        magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
+        assert magic == 2051 and rows == cols == 28 and n >= count
+        raw = torch.frombuffer(bytearray(f.read(count * 28 * 28)), dtype=torch.uint8)
+    with gzip.open(f"{prefix}-labels-idx1-ubyte.gz") as f:
+        magic, n = struct.unpack(">II", f.read(8))
+        assert magic == 2049 and n >= count
+        labels = torch.frombuffer(bytearray(f.read(count)), dtype=torch.uint8).long()
+    blocks = raw.reshape(count, SIDE, 2, SIDE, 2).int().sum(dim=(2, 4))
+    return (blocks.float() / 1020.0).reshape(count, PIXELS), labels
+
+
+def uniform_init(layer, g):
+    """nn.Linear's default range, uniform in [-1/sqrt(in), 1/sqrt(in)), from torch.randint's draws
+    (as ch09::uniform_init draws them): the weights first, then the biases."""
+    bound = 1 / (layer.in_features ** 0.5)
+    draws = lambda n: (torch.randint(0, 1 << 24, (n,), generator=g).double() / (1 << 24) * 2 - 1)
+    with torch.no_grad():
+        weight = draws(layer.weight.numel()) * bound
+        layer.weight.copy_(weight.float().reshape(layer.weight.shape))
+        layer.bias.copy_((draws(layer.bias.numel()) * bound).float())
+
+
+def make_model(seed):
+    """196 -> Linear -> ReLU -> Linear -> ReLU -> Linear -> ReLU -> Linear -> 10 logits, its layers
+    drawn in order from one generator seeded with `seed`."""
+    layers = []
+    for i, (a, b) in enumerate(zip(WIDTHS, WIDTHS[1:])):
+        layers.append(nn.Linear(a, b))
+        if i + 2 < len(WIDTHS):
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers)
+    g = torch.Generator()
+    g.manual_seed(seed)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            uniform_init(layer, g)
+    return model
+
+
+def unit_numels():
+    return [a * b + b for a, b in zip(WIDTHS, WIDTHS[1:])]
+
+
+def closed_form(stage, world):
+    """Per-rank bytes for parameters + gradients + Adam's two moments, fp32: ZeRO's closed forms,
+    with Ψ values in all and c = Σ⌈n_u/W⌉ (each layer cut into W equal chunks, the last padded)."""
+    psi = sum(unit_numels())
+    c = sum(-(-n // world) for n in unit_numels())
+    parameters = 4 * (c if stage == 3 else psi)
+    gradients = 4 * (c if stage >= 2 else psi)
+    state = 8 * (psi if stage == 0 else c)
+    return parameters + gradients + state
+
+
+def print_table():
+    out0("per-rank bytes for the model, fp32 Adam, ZeRO's closed forms (Ψ values, c = Σ⌈n_u/W⌉ ≈ "
+         "Ψ/W; stage 3 also holds one layer whole during its turn):")
+    out0("  stage             parameters  gradients  Adam state" + "".join(
+        f"{'W=' + str(w):>12}" for w in (1, 2, 4)))
+    forms = ["4Ψ          4Ψ         8Ψ", "4Ψ          4Ψ         8c",
+             "4Ψ          4c         8c", "4c          4c         8c"]
+    for stage in range(4):
+        cells = "".join(f"{closed_form(stage, w):>12,}" for w in (1, 2, 4))
+        out0(f"  {stage}{' (DDP)    ' if stage == 0 else ' ' * 10}      {forms[stage]}{cells}")
+
+
+def count_correct(model, images, labels, indices):
+    correct = 0
+    with torch.no_grad():
+        for b in BatchSampler(indices, 250, drop_last=False):
+            correct += (model(images[b]).argmax(1) == labels[b]).sum().item()
+    return correct
+
+
+def train_distributed(args, stage, data, report):
+    """Stages 0 and 1: DDP from rank 0's initial weights (DDP's constructor broadcasts them), and
+    Adam, whole (stage 0) or as ZeroRedundancyOptimizer (stage 1). Returns the model."""
+    train_x, train_y, test_x, test_y = data
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = make_model(args.seed + rank)
+    ddp = DDP(model, bucket_cap_mb=args.bucket_mb)
+    if stage == 1:
+        optimizer = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam,
+                                            lr=args.lr)
+    else:
+        optimizer = torch.optim.Adam(ddp.parameters(), lr=args.lr)
+    criterion = nn.CrossEntropyLoss()
+    sampler = DistributedSampler(range(len(train_y)), seed=args.seed)
+    batch_sampler = BatchSampler(sampler, args.batch_size, drop_last=False)
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        batches = list(batch_sampler)
+        loss_sum = 0.0
+        for b in batches:
+            optimizer.zero_grad()
+            loss = criterion(ddp(train_x[b]), train_y[b])
+            loss.backward()  # DDP: every gradient is the ranks' mean
+            optimizer.step()  # ZeRO: each rank steps its parameters, then broadcasts them
+            loss_sum += loss.item()
+        mean_loss = torch.tensor([loss_sum / len(batches)], dtype=torch.float64)
+        dist.all_reduce(mean_loss)
+        # Each rank its part of the test set without the sampler's padding: each image once.
+        mine = list(DistributedSampler(range(len(test_y)), shuffle=False))
+        kept = [i for k, i in enumerate(mine) if rank + k * world < len(test_y)]
+        counts = torch.tensor([count_correct(model, test_x, test_y, kept), len(kept)])
+        dist.all_reduce(counts)
+        report(epoch, mean_loss.item() / world, *counts.tolist())
+    return model
+
+
+def train_replayed(args, data, report):
+    """Stages 2 and 3, replayed: this rank alone computes every rank's batch of each step, from
+    rank 0's initial weights, and steps the whole model on the mean of the ranks' gradients."""
+    train_x, train_y, test_x, test_y = data
+    world = dist.get_world_size()
+    model = make_model(args.seed)  # rank 0's draws: the weights every rank starts from
+    params = list(model.parameters())
+    optimizer = torch.optim.Adam(params, lr=args.lr)
+    criterion = nn.CrossEntropyLoss()
+    samplers = [DistributedSampler(range(len(train_y)), num_replicas=world, rank=r, seed=args.seed)
+                for r in range(world)]
+    for epoch in range(args.epochs):
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+        steps = list(zip(*(BatchSampler(s, args.batch_size, drop_last=False) for s in samplers)))
+        loss_sum = 0.0
+        for batches in steps:  # one batch per rank
+            # Each rank's gradient of its mean loss, each times 1/W and added up, as DDP's
+            # all_reduce makes the mean (torch's DDP scales each rank's gradient by 1/W, then sums).
+            mean = [torch.zeros_like(p) for p in params]
+            for b in batches:
+                loss = criterion(model(train_x[b]), train_y[b])
+                for m, g in zip(mean, torch.autograd.grad(loss, params)):
+                    m.add_(g * (1 / world))
+                loss_sum += loss.item() / world
+            for p, m in zip(params, mean):
+                p.grad = m
+            optimizer.step()
+        correct = count_correct(model, test_x, test_y, list(range(len(test_y))))
+        report(epoch, loss_sum / len(steps), correct, len(test_y))
+    return model
+
+
+def flat(model):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--stage", type=int, choices=range(4), default=3)
+    p.add_argument("--train-samples", type=int, default=4000)
+    p.add_argument("--test-samples", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bucket-mb", type=float, default=1.0, help="DDP's bucket_cap_mb")
+    p.add_argument("--data-dir", default="data", help="accepted; the twin reads the IDX files")
+    p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=True,
+                   help="accepted; stage 3 is replayed here, not overlapped")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                   help="also train DDP + Adam from the same start and compare the weights")
+    args = p.parse_args()
+
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    PREFIX.update(rank=rank, world=world)
+    train_x, train_y = read_idx(f"{SOURCE}/train", args.train_samples)
+    test_x, test_y = read_idx(f"{SOURCE}/t10k", args.test_samples)
+    data = (train_x, train_y, test_x, test_y)
+    out0(f"Fashion-MNIST, 14x14: {len(train_y)} training and {len(test_y)} test images, {world} "
+         f"{'rank' if world == 1 else 'ranks'}, batch {args.batch_size} per rank")
+    prefetch = ("" if args.stage != 3 else
+                ", with prefetch" if args.prefetch else ", without prefetch")
+    out0(f"MLP 196-512-512-512-10: Ψ = {sum(unit_numels()):,} parameters in 4 layers, Adam (lr "
+         f"{args.lr:g}); {STAGES[args.stage]}{prefetch}")
+    if args.stage >= 2:
+        out0(f"replay: torch 1.13's FSDP needs CUDA; each rank computes stage {args.stage}'s steps "
+             f"alone, the {world} ranks' batches at a time")
+
+    def report(epoch, loss, correct, counted):
+        out0(f"epoch {epoch + 1}/{args.epochs}: train loss {loss:.4f}, test accuracy "
+             f"{100 * correct / counted:.2f}%")
+        report.counted = counted
+
+    if args.stage <= 1:
+        model = train_distributed(args, args.stage, data, report)
+    else:
+        model = train_replayed(args, data, report)
+    print_table()
+
+    # The twin's own checks: every rank holds the same weights, every test image was counted once,
+    # and, with --check, the weights are DDP + Adam's: bit for bit for torch's ZeRO-1, whose
+    # gradients are DDP's all-reduced ones, and for the replay at 1 and 2 ranks (a + b is b + a);
+    # at 3 and more the replay adds the ranks' gradients in rank order, where Gloo's ring adds
+    # each segment in its own order: within torch.testing.assert_close's float32 tolerance, as the
+    # program compares its stages with DDP.
+    mine = flat(model)
+    everyone = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(everyone, mine)
+    identical = all(torch.equal(t, mine) for t in everyone)
+    once = report.counted == len(test_y)
+    compared = "weights not compared: --no-check or stage 0"
+    same = True
+    if args.check and args.stage != 0:
+        reference = flat(train_distributed(args, 0, data, lambda *_: None))
+        largest = (mine - reference).abs().max().item()
+        if args.stage == 1:
+            same = torch.equal(mine, reference)
+            compared = "ZeroRedundancyOptimizer ends with DDP's weights, bit for bit"
+        elif world <= 2:
+            same = torch.equal(mine, reference)
+            compared = "the replay ends with DDP's weights, bit for bit"
+        else:
+            same = torch.allclose(mine, reference, rtol=1.3e-6, atol=1e-5)
+            compared = (f"the replay ends with DDP's weights within float32 rounding (largest "
+                        f"difference {largest:.1e})")
+        if not same:
+            compared = f"the weights differ from DDP's (largest difference {largest:.1e})"
+    dist.destroy_process_group()
+    if not (identical and once and same):
+        out0(f"MISMATCH: ranks identical {'yes' if identical else 'no'}, every test image counted "
+             f"once {'yes' if once else 'no'}; {compared}")
+        leave(1 if rank == 0 else 0)
+    out0(f"OK: {compared}; every rank holds the same weights, every test image was counted once")
+    leave(0)
+
+
+def leave(code):
+    """Ends the process without tearing DDP down: in torch 1.13 the teardown can deadlock (the last
+    reference to the Gloo group goes with DDP's Reducer, whose destructor joins the group's worker
+    threads while holding the GIL that a worker waits for; chapter 09's twin.py says more). The
+    output is flushed first; the group is already destroyed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
