@@ -143,13 +143,13 @@ def closed_form(stage, world):
 def print_table():
     out0("per-rank bytes for the model, fp32 Adam, ZeRO's closed forms (Ψ values, c = Σ⌈n_u/W⌉ ≈ "
          "Ψ/W; stage 3 also holds one layer whole during its turn):")
-    out0("  stage             parameters  gradients  Adam state" + "".join(
+    out0("  stage      parameters  gradients  Adam state" + "".join(
         f"{'W=' + str(w):>12}" for w in (1, 2, 4)))
     forms = ["4Ψ          4Ψ         8Ψ", "4Ψ          4Ψ         8c",
              "4Ψ          4c         8c", "4c          4c         8c"]
     for stage in range(4):
         cells = "".join(f"{closed_form(stage, w):>12,}" for w in (1, 2, 4))
-        out0(f"  {stage}{' (DDP)    ' if stage == 0 else ' ' * 10}      {forms[stage]}{cells}")
+        out0(f"  {(str(stage) + (' (DDP)' if stage == 0 else '')):<11}{forms[stage]:<33}{cells}")
 
 
 def count_correct(model, images, labels, indices):
