@@ -416,7 +416,7 @@ def main():
                         "each row keeps its best (default 2)")
     p.add_argument("--life-runs", type=int, default=10,
                    help="runs of each whole 2-rank job in bench/job_life.py (default 10)")
-    p.add_argument("--sharding-samples", type=int, default=2048,
+    p.add_argument("--sharding-samples", type=int, default=None,
                    help="chapter 12's training images per run, one epoch (default 2048; 512 "
                         "with --quick)")
     p.add_argument("--sections", default=",".join(SECTIONS),
@@ -433,7 +433,9 @@ def main():
     args.sharding_worlds = args.worlds
     if args.quick:
         args.max_mib, args.repeat, args.sweeps, args.life_runs = 1, 1, 1, 3
-        args.sharding_worlds, args.sharding_samples = [2], 512
+        args.sharding_worlds = [2]
+    if args.sharding_samples is None:
+        args.sharding_samples = 512 if args.quick else 2048
     if args.sweeps < 1 or args.repeat < 1 or args.life_runs < 1:
         sys.exit("bench: --sweeps, --repeat and --life-runs must be at least 1")
     if args.sharding_samples < 64:
