@@ -263,7 +263,8 @@ def report(args, rtt, init, life, rows, speed, shard):
     by = {(r["impl"], r["op"], r["world"], r["bytes"]): r for r in rows}
     lines = ["# Benchmark report", "",
              f"Machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; sections: "
-             f"{', '.join(args.sections)}; collective sizes up to {args.max_mib} MiB; every row "
+             f"{', '.join(args.sections)}"
+             + (f"; collective sizes up to {args.max_mib} MiB" if rows else "") + "; every row "
              "checked (#wrong = 0, or the run's \"OK:\"). `dist` is this project (Gloo "
              "underneath), `torch` PyTorch's gloo backend; ratio = dist / torch. Lower time and "
              f"higher bandwidth are better. Each collective row and training rate is the best of "
