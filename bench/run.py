@@ -3,6 +3,7 @@
 
     bench/run.py --bin build/release/bin --out build/bench        (what ./tutorial bench runs)
     bench/run.py --quick ...                                      sizes to 1 MiB, 1 run of each
+    bench/run.py --sections sharding --worlds 2,4                 chapter 12's section only
 
 What it runs, in this order (each program checks its own results; a wrong result fails the run):
   1. bench_loopback: one byte there and back on 127.0.0.1, the floor for small messages
@@ -13,6 +14,10 @@ What it runs, in this order (each program checks its own results; a wrong result
      --sweeps times each, alternating; a row keeps its best time
   4. chapters 08 and 09 and their twins, as taught (default flags) plus --throughput, at 1 and 2
      ranks: the training steps' samples/s, the best of --sweeps runs each, alternating
+  5. chapter 12 at each --worlds size, stage 0 (DDP), 1, 2, 3 and 3 without prefetch, beside
+     bench/torch_sharding.py (torch's DDP + Adam, and DDP + ZeroRedundancyOptimizer): samples/s,
+     step time and memory per rank, the best of --sweeps runs each, alternating
+--sections runs some of these only (startup is 1 and 2).
 Then OUT/report.md (tables with our/PyTorch ratios and the targets of bench/README.md), and, when
 gnuplot is installed, OUT/busbw_<op>.png and OUT/latency_<op>.png. Raw rows: OUT/*.json.
 
@@ -32,6 +37,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
 OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+SECTIONS = ("startup", "collectives", "training", "sharding")
 TIMEOUT = 1800  # seconds for one program: a sweep to 256 MiB at 4 ranks takes minutes, not hours
 
 
@@ -124,6 +130,122 @@ def throughput(args):
     return result
 
 
+# Chapter 12's runs: (key, what the report calls it, the flags). torch runs only the first two:
+# its FSDP (stages 2 and 3) needs CUDA in 1.13, and its gloo has no reduce_scatter.
+SHARDING_RUNS = (
+    ("stage0", "stage 0 (DDP)", ["--stage", "0"]),
+    ("stage1", "stage 1", ["--stage", "1"]),
+    ("stage2", "stage 2", ["--stage", "2"]),
+    ("stage3", "stage 3, prefetch", ["--stage", "3", "--prefetch"]),
+    ("stage3_noprefetch", "stage 3, no prefetch", ["--stage", "3", "--no-prefetch"]),
+)
+TORCH_SHARDING_RUNS = {"stage0": ("DDP + Adam", []),
+                       "stage1": ("DDP + ZeroRedundancyOptimizer", ["--zero"])}
+
+
+def grouped_int(text):
+    return int(text.replace(",", ""))
+
+
+def checked(out, what):
+    """A run's output, or the bench stops: rank 0's verdict line must begin with "OK:"."""
+    if not re.search(r"^\[rank 0/\d+\] OK: ", out, re.M):
+        sys.stderr.write(out[-4000:])
+        raise SystemExit(f"bench: {what} printed no \"OK:\" verdict (its output is above)")
+    return out
+
+
+def training_rate(out, world, batch, epochs):
+    """samples/s, and ms per step: the steps counted from the throughput line's samples (each rank
+    trains ⌈samples / (W · epochs) / batch⌉ batches an epoch, DistributedSampler's padding in)."""
+    m = re.search(r"throughput: ([\d.]+) samples/s \((\d+) samples in ([\d.]+) s\)", out)
+    rate, samples, seconds = float(m.group(1)), int(m.group(2)), float(m.group(3))
+    per_rank_epoch = samples // (world * epochs)
+    steps = epochs * -(-per_rank_epoch // batch)
+    return rate, 1000 * seconds / steps, steps
+
+
+def sharding(args):
+    """Chapter 12 at each stage and bench/torch_sharding.py, at each --worlds size: the best of
+    --sweeps runs each, all runs of a sweep in turn, so that a noisy minute hits every run alike.
+    Each C++ run also checks its memory and traffic against their closed forms (its "OK:")."""
+    data = ["--train-samples", str(args.sharding_samples), "--test-samples", "256",
+            "--epochs", "1", "--batch-size", "32"]
+    program = os.path.join(args.bin, "ch12_sharding")
+    twin = [PYTHON, os.path.join(ROOT, "bench", "torch_sharding.py")]
+    result = []
+    for world in args.sharding_worlds:
+        runs = {}
+        for _ in range(args.sweeps):
+            for key, name, flags in SHARDING_RUNS:
+                cmd = [program] + flags + data + ["--no-check", "--throughput", "--data-dir",
+                                                  os.path.join(args.out, "data")]
+                out = checked(run(launch(args, world, cmd)), f"ch12_sharding {' '.join(flags)}")
+                rate, step_ms, steps = training_rate(out, world, 32, 1)
+                peak = grouped_int(re.search(r"peak tensor memory: ([\d,]+) bytes", out).group(1))
+                state = grouped_int(re.search(r"Adam state ([\d,]+) = ", out).group(1))
+                runs.setdefault(("dist", key), []).append(
+                    {"samples_per_s": rate, "step_ms": step_ms, "steps": steps,
+                     "peak_bytes": peak, "adam_state_bytes": state})
+                if key in TORCH_SHARDING_RUNS:
+                    out = checked(run(launch(args, world, twin + TORCH_SHARDING_RUNS[key][1] + data
+                                             + ["--throughput"])), f"torch_sharding.py ({key})")
+                    rate, step_ms, steps = training_rate(out, world, 32, 1)
+                    state = grouped_int(re.search(r"Adam state: ([\d,]+) bytes", out).group(1))
+                    runs.setdefault(("torch", key), []).append(
+                        {"samples_per_s": rate, "step_ms": step_ms, "steps": steps,
+                         "adam_state_bytes": state})
+        for (impl, key), values in runs.items():
+            best = dict(max(values, key=lambda v: v["samples_per_s"]))
+            best.update(impl=impl, run=key, world=world,
+                        runs=[v["samples_per_s"] for v in values])
+            result.append(best)
+    return result
+
+
+def sharding_report(args, shard):
+    """The report's chapter 12 section: one table per world size, then the ratios."""
+    lines = ["## Sharding (chapter 12: ZeRO stages 1-3 against DDP, Adam)", "",
+             f"ch12_sharding --no-check --throughput --train-samples {args.sharding_samples} "
+             "--epochs 1 (batch 32 per rank), beside bench/torch_sharding.py on the same data, "
+             f"model and batches; the best of {args.sweeps} run(s) each, all runs alternating. "
+             "step = ms per training step (the training time over the steps each rank took). "
+             "peak = dist::max_memory_allocated on rank 0 during the training steps: the model as "
+             "held, activations and messages in flight. Adam state = the optimizer's two moments "
+             "on one rank (torch: on its largest rank; ZeroRedundancyOptimizer gives each rank "
+             "whole parameters). torch 1.13 has no stage 2 or 3 on CPU: its FSDP needs CUDA.", ""]
+    by = {(s["impl"], s["run"], s["world"]): s for s in shard}
+    for world in args.sharding_worlds:
+        ddp = by[("dist", "stage0", world)]
+        lines += [f"### {world} ranks", "",
+                  "| run | samples/s | step (ms) | step vs DDP | peak per rank (bytes) | "
+                  "peak vs DDP | Adam state (bytes) | torch | torch samples/s | torch step (ms) | "
+                  "torch Adam state (bytes) | step vs torch |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for key, name, _ in SHARDING_RUNS:
+            d = by[("dist", key, world)]
+            row = (f"| {name} | {d['samples_per_s']:,.0f} | {d['step_ms']:.2f} | "
+                   f"{d['step_ms'] / ddp['step_ms']:.2f}× | {d['peak_bytes']:,} | "
+                   f"{d['peak_bytes'] / ddp['peak_bytes']:.2f}× | {d['adam_state_bytes']:,} |")
+            t = by.get(("torch", key, world))
+            if t is None:
+                row += " – (FSDP: CUDA only) | | | | |"
+            else:
+                row += (f" {TORCH_SHARDING_RUNS[key][0]} | {t['samples_per_s']:,.0f} | "
+                        f"{t['step_ms']:.2f} | {t['adam_state_bytes']:,} | "
+                        f"{d['step_ms'] / t['step_ms']:.2f}× |")
+            lines.append(row)
+        on, off = by[("dist", "stage3", world)], by[("dist", "stage3_noprefetch", world)]
+        lines += ["", f"At {world} ranks: stage 3's step takes {on['step_ms'] / ddp['step_ms']:.2f}× "
+                  f"DDP's with prefetch and {off['step_ms'] / ddp['step_ms']:.2f}× without. Prefetch "
+                  "(the next layer's all_gather while this layer computes): the step with it "
+                  f"takes {on['step_ms'] / off['step_ms']:.2f}× the step without "
+                  f"({on['step_ms']:.2f} against {off['step_ms']:.2f} ms). Stage 3's peak tensor "
+                  f"memory is {on['peak_bytes'] / ddp['peak_bytes']:.2f}× DDP's, its Adam state "
+                  f"{on['adam_state_bytes'] / ddp['adam_state_bytes']:.2f}×.", ""]
+    return lines
+
+
 def fmt_bytes(n):
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
@@ -135,11 +257,15 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
-def report(args, rtt, init, life, rows, speed):
+def report(args, rtt, init, life, rows, speed, shard):
+    """OUT/report.md from what ran (--sections): the parts that did not run are None."""
+    rows = rows or []
     by = {(r["impl"], r["op"], r["world"], r["bytes"]): r for r in rows}
     lines = ["# Benchmark report", "",
-             f"Machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; sizes up to "
-             f"{args.max_mib} MiB; every row checked (#wrong = 0). `dist` is this project (Gloo "
+             f"Machine: {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; sections: "
+             f"{', '.join(args.sections)}"
+             + (f"; collective sizes up to {args.max_mib} MiB" if rows else "") + "; every row "
+             "checked (#wrong = 0, or the run's \"OK:\"). `dist` is this project (Gloo "
              "underneath), `torch` PyTorch's gloo backend; ratio = dist / torch. Lower time and "
              f"higher bandwidth are better. Each collective row and training rate is the best of "
              f"{args.sweeps} sweep(s), the two sides alternating.", ""]
@@ -151,65 +277,78 @@ def report(args, rtt, init, life, rows, speed):
     large = [by[("dist", "all_reduce", 2, b)]["busbw"] / by[("torch", "all_reduce", 2, b)]["busbw"]
              for b in sorted({r["bytes"] for r in rows}) if b >= 16 << 20
              and ("dist", "all_reduce", 2, b) in by]
-    init_ratio = init["dist"]["median_ms"] / init["torch"]["median_ms"]
-    sp = {(s["chapter"], s["world"], s["impl"]): s["samples_per_s"] for s in speed}
-    lines += ["## Targets", "",
-              "| what | measured | target | |", "|---|---|---|---|"]
-    if small:
+    sp = {(s["chapter"], s["world"], s["impl"]): s["samples_per_s"] for s in speed or []}
+    targets = []
+    if small and rtt:
         worst = max(small)
-        lines.append(f"| all_reduce ≤ 4 KiB, 2 ranks: time vs PyTorch | worst {worst:.3f}× "
-                     f"(4 B … 4 KiB) | ≤ 0.25× | {verdict(worst <= 0.25)} |")
+        targets.append(f"| all_reduce ≤ 4 KiB, 2 ranks: time vs PyTorch | worst {worst:.3f}× "
+                       f"(4 B … 4 KiB) | ≤ 0.25× | {verdict(worst <= 0.25)} |")
         floor = max(small_dist) / rtt["median_us"]
-        lines.append(f"| all_reduce ≤ 4 KiB, 2 ranks: time vs loopback round trip "
-                     f"({rtt['median_us']:.1f} µs) | worst {floor:.2f}× | ≤ 5× | {verdict(floor <= 5)} |")
+        targets.append(f"| all_reduce ≤ 4 KiB, 2 ranks: time vs loopback round trip "
+                       f"({rtt['median_us']:.1f} µs) | worst {floor:.2f}× | ≤ 5× | "
+                       f"{verdict(floor <= 5)} |")
     if large:
-        lines.append(f"| all_reduce ≥ 16 MiB, 2 ranks: busbw vs PyTorch | worst {min(large):.2f}× | "
-                     f"≥ 1.2× | {verdict(min(large) >= 1.2)} |")
-    else:
-        lines.append("| all_reduce ≥ 16 MiB, 2 ranks: busbw vs PyTorch | not measured (--max-mib < 16) "
-                     "| ≥ 1.2× | |")
-    lines.append(f"| launch to initialised 2-rank group | {init['dist']['median_ms']:.1f} ms vs "
-                 f"{init['torch']['median_ms']:.1f} ms = {init_ratio:.3f}× | ≤ 0.05× | "
-                 f"{verdict(init_ratio <= 0.05)} |")
-    life_ms = life["ddprun"]["wall"]["median_ms"]
-    lines.append(f"| a 2-rank job's whole life (chapter 01 under ddprun): wall time | "
-                 f"{life_ms:.1f} ms (its processes only loaded and ended: "
-                 f"{life['floor']['wall']['median_ms']:.1f} ms; torch "
-                 f"{life['torch']['wall']['median_ms']:.0f} ms) | "
-                 f"< 15 ms | {verdict(life_ms < 15)} |")
-    for chapter, target in (("08", 5.0), ("09", 1.5)):
-        ratios = [sp[(chapter, w, "dist")] / sp[(chapter, w, "torch")] for w in (1, 2)]
-        lines.append(f"| chapter {chapter} samples/s vs its twin (1 and 2 ranks) | "
-                     f"{ratios[0]:.2f}×, {ratios[1]:.2f}× | ≥ {target:g}× | "
-                     f"{verdict(min(ratios) >= target)} |")
+        targets.append(f"| all_reduce ≥ 16 MiB, 2 ranks: busbw vs PyTorch | worst {min(large):.2f}× | "
+                       f"≥ 1.2× | {verdict(min(large) >= 1.2)} |")
+    elif rows:
+        targets.append("| all_reduce ≥ 16 MiB, 2 ranks: busbw vs PyTorch | not measured "
+                       "(--max-mib < 16) | ≥ 1.2× | |")
+    if init:
+        init_ratio = init["dist"]["median_ms"] / init["torch"]["median_ms"]
+        targets.append(f"| launch to initialised 2-rank group | {init['dist']['median_ms']:.1f} ms vs "
+                       f"{init['torch']['median_ms']:.1f} ms = {init_ratio:.3f}× | ≤ 0.05× | "
+                       f"{verdict(init_ratio <= 0.05)} |")
+    if life:
+        life_ms = life["ddprun"]["wall"]["median_ms"]
+        targets.append(f"| a 2-rank job's whole life (chapter 01 under ddprun): wall time | "
+                       f"{life_ms:.1f} ms (its processes only loaded and ended: "
+                       f"{life['floor']['wall']['median_ms']:.1f} ms; torch "
+                       f"{life['torch']['wall']['median_ms']:.0f} ms) | "
+                       f"< 15 ms | {verdict(life_ms < 15)} |")
+    if speed:
+        for chapter, target in (("08", 5.0), ("09", 1.5)):
+            ratios = [sp[(chapter, w, "dist")] / sp[(chapter, w, "torch")] for w in (1, 2)]
+            targets.append(f"| chapter {chapter} samples/s vs its twin (1 and 2 ranks) | "
+                           f"{ratios[0]:.2f}×, {ratios[1]:.2f}× | ≥ {target:g}× | "
+                           f"{verdict(min(ratios) >= target)} |")
+    if targets:
+        lines += ["## Targets", "", "| what | measured | target | |", "|---|---|---|---|"]
+        lines += targets + [""]
     # ---- training
-    lines += ["", "## Training throughput (samples/s, the training steps only)", "",
-              "| chapter | ranks | dist | torch | ratio |", "|---|---|---|---|---|"]
-    for chapter in ("08", "09"):
-        for w in (1, 2):
-            d, t = sp[(chapter, w, "dist")], sp[(chapter, w, "torch")]
-            lines.append(f"| {chapter} | {w} | {d:,.0f} | {t:,.0f} | {d / t:.2f}× |")
-    lines += ["", "## Start-up", "",
-              f"Launch to an initialised 2-rank group, median of {args.repeat}: dist "
-              f"{init['dist']['median_ms']:.1f} ms, torch {init['torch']['median_ms']:.1f} ms "
-              "(`import torch` included: a PyTorch program pays it). Loopback round trip of one byte: "
-              f"median {rtt['median_us']:.1f} µs, 10th percentile {rtt['p10_us']:.1f} µs.", "",
-              "## A job's whole life", "",
-              f"From the start of the first process to the exit of the last, {life['runs']} runs "
-              "each, measured from outside (CPU: user + system of every process). ratio = job / "
-              "torch's.", "",
-              "| job | wall median (ms) | wall min–max (ms) | CPU median (ms) | wall ratio |",
-              "|---|---|---|---|---|"]
-    for name, what in (("ddprun", "chapter 01 under `ddprun --standalone --nproc-per-node 2`"),
-                       ("floor", "the same 3 processes, each only loaded and ended "
-                                 "(chapter 01 with `--help`)"),
-                       ("direct", "chapter 01, two processes started with RANK etc."),
-                       ("torch", "PyTorch's 2-rank gloo job, started the same way")):
-        w, c = life[name]["wall"], life[name]["cpu"]
-        lines.append(f"| {what} | {w['median_ms']:.1f} | {w['min_ms']:.1f}–{w['max_ms']:.1f} | "
-                     f"{c['median_ms']:.1f} | "
-                     f"{w['median_ms'] / life['torch']['wall']['median_ms']:.4f}× |")
-    lines.append("")
+    if speed:
+        lines += ["## Training throughput (samples/s, the training steps only)", "",
+                  "| chapter | ranks | dist | torch | ratio |", "|---|---|---|---|---|"]
+        for chapter in ("08", "09"):
+            for w in (1, 2):
+                d, t = sp[(chapter, w, "dist")], sp[(chapter, w, "torch")]
+                lines.append(f"| {chapter} | {w} | {d:,.0f} | {t:,.0f} | {d / t:.2f}× |")
+        lines.append("")
+    if shard:
+        lines += sharding_report(args, shard)
+    if init:
+        lines += ["## Start-up", "",
+                  f"Launch to an initialised 2-rank group, median of {args.repeat}: dist "
+                  f"{init['dist']['median_ms']:.1f} ms, torch {init['torch']['median_ms']:.1f} ms "
+                  "(`import torch` included: a PyTorch program pays it). Loopback round trip of one "
+                  f"byte: median {rtt['median_us']:.1f} µs, 10th percentile {rtt['p10_us']:.1f} µs.",
+                  ""]
+    if life:
+        lines += ["## A job's whole life", "",
+                  f"From the start of the first process to the exit of the last, {life['runs']} runs "
+                  "each, measured from outside (CPU: user + system of every process). ratio = job / "
+                  "torch's.", "",
+                  "| job | wall median (ms) | wall min–max (ms) | CPU median (ms) | wall ratio |",
+                  "|---|---|---|---|---|"]
+        for name, what in (("ddprun", "chapter 01 under `ddprun --standalone --nproc-per-node 2`"),
+                           ("floor", "the same 3 processes, each only loaded and ended "
+                                     "(chapter 01 with `--help`)"),
+                           ("direct", "chapter 01, two processes started with RANK etc."),
+                           ("torch", "PyTorch's 2-rank gloo job, started the same way")):
+            w, c = life[name]["wall"], life[name]["cpu"]
+            lines.append(f"| {what} | {w['median_ms']:.1f} | {w['min_ms']:.1f}–{w['max_ms']:.1f} | "
+                         f"{c['median_ms']:.1f} | "
+                         f"{w['median_ms'] / life['torch']['wall']['median_ms']:.4f}× |")
+        lines.append("")
     # ---- collectives
     for world in args.worlds:
         for op in OPS:
@@ -278,27 +417,58 @@ def main():
                         "each row keeps its best (default 2)")
     p.add_argument("--life-runs", type=int, default=10,
                    help="runs of each whole 2-rank job in bench/job_life.py (default 10)")
+    p.add_argument("--sharding-samples", type=int, default=None,
+                   help="chapter 12's training images per run, one epoch (default 2048; 512 "
+                        "with --quick)")
+    p.add_argument("--sections", default=",".join(SECTIONS),
+                   help=f"what to run, of {','.join(SECTIONS)} (default: all)")
     p.add_argument("--quick", action="store_true",
-                   help="sizes to 1 MiB, 1 init run, 3 job-life runs and 1 sweep: a smoke test")
+                   help="sizes to 1 MiB, 1 init run, 3 job-life runs and 1 sweep, chapter 12 at "
+                        "2 ranks on 512 images: a smoke test")
     args = p.parse_args()
     args.worlds = [int(w) for w in args.worlds.split(",")]
+    args.sections = [s for s in args.sections.split(",") if s]
+    unknown = [s for s in args.sections if s not in SECTIONS]
+    if unknown or not args.sections:
+        sys.exit(f"bench: --sections {','.join(unknown)}: each must be one of {','.join(SECTIONS)}")
+    args.sharding_worlds = args.worlds
     if args.quick:
         args.max_mib, args.repeat, args.sweeps, args.life_runs = 1, 1, 1, 3
+        args.sharding_worlds = [2]
+    if args.sharding_samples is None:
+        args.sharding_samples = 512 if args.quick else 2048
     if args.sweeps < 1 or args.repeat < 1 or args.life_runs < 1:
         sys.exit("bench: --sweeps, --repeat and --life-runs must be at least 1")
-    if not os.path.exists(os.path.join(args.bin, "bench_collectives")):
-        sys.exit(f"bench: no bench_collectives in {args.bin}: build first "
+    if args.sharding_samples < 64:
+        sys.exit("bench: --sharding-samples must be at least 64 (ch12_sharding's least)")
+    needed = {"startup": ["bench_loopback", "bench_init", "ch01_get_dist_info"],
+              "collectives": ["bench_collectives"],
+              "training": ["ch08_ddp_linear", "ch09_ddp_classifier"],
+              "sharding": ["ch12_sharding"]}
+    missing = [name for section in args.sections for name in ["ddprun"] + needed[section]
+               if not os.path.exists(os.path.join(args.bin, name))]
+    if missing:
+        sys.exit(f"bench: no {', '.join(sorted(set(missing)))} in {args.bin}: build first "
                  "(cmake --workflow --preset release, or ./tutorial bench)")
     os.makedirs(args.out, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rtt = loopback(args)
-    init = init_times(args)
-    life = job_life(args)
-    rows = collectives(args)
-    speed = throughput(args)
-    wrong = sum(r["wrong"] for r in rows)
-    report(args, rtt, init, life, rows, speed)
-    plots(args, rows)
+    rtt = init = life = rows = speed = shard = None
+    if "startup" in args.sections:
+        rtt = loopback(args)
+        init = init_times(args)
+        life = job_life(args)
+    if "collectives" in args.sections:
+        rows = collectives(args)
+    if "training" in args.sections:
+        speed = throughput(args)
+    if "sharding" in args.sections:
+        shard = sharding(args)
+        with open(os.path.join(args.out, "sharding.json"), "w") as f:
+            json.dump(shard, f, indent=1)
+    wrong = sum(r["wrong"] for r in rows or [])
+    report(args, rtt, init, life, rows, speed, shard)
+    if rows:
+        plots(args, rows)
     log(f"report: {os.path.join(args.out, 'report.md')}")
     if wrong:
         raise SystemExit(f"bench: {wrong} wrong elements: see #wrong in the report")
