@@ -17,9 +17,7 @@ first evaluation forward. PyTorch's SyncBatchNorm runs only on GPUs: on one rank
 the same thing, and with more ranks the twin computes what ch09 --no-sync-bn computes.
 """
 import argparse
-import gzip
 import os
-import struct
 import sys
 import time
 
@@ -31,8 +29,9 @@ from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import BatchSampler
 from torch.utils.data.distributed import DistributedSampler
 
-SOURCE = "/usr/share/datasets/fashion-mnist"
-SIDE, PIXELS, CLASSES, HIDDEN = 14, 14 * 14, 10, 128
+from fashion_data import CLASSES, PIXELS, SIDE, SOURCE, read_idx, uniform_init
+
+HIDDEN = 128
 PREFIX = {}
 
 
@@ -43,28 +42,6 @@ def out(text):
 def out0(text):
     if PREFIX["rank"] == 0:
         out(text)
-
-
-def read_idx(prefix, count):
-    """The first `count` images, 28x28 shrunk to 14x14 by 2x2 means, and their labels."""
-    with gzip.open(f"{prefix}-images-idx3-ubyte.gz") as f:
-        magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
-        assert magic == 2051 and rows == cols == 28 and n >= count
-        raw = torch.frombuffer(bytearray(f.read(count * 28 * 28)), dtype=torch.uint8)
-    with gzip.open(f"{prefix}-labels-idx1-ubyte.gz") as f:
-        magic, n = struct.unpack(">II", f.read(8))
-        assert magic == 2049 and n >= count
-        labels = torch.frombuffer(bytearray(f.read(count)), dtype=torch.uint8).long()
-    blocks = raw.reshape(count, SIDE, 2, SIDE, 2).int().sum(dim=(2, 4))
-    return (blocks.float() / 1020.0).reshape(count, PIXELS), labels
-
-
-def uniform_init(layer, g):
-    bound = 1 / (layer.in_features ** 0.5)
-    draws = lambda n: (torch.randint(0, 1 << 24, (n,), generator=g).double() / (1 << 24) * 2 - 1)
-    with torch.no_grad():
-        layer.weight.copy_((draws(layer.weight.numel()) * bound).float().reshape(layer.weight.shape))
-        layer.bias.copy_((draws(layer.bias.numel()) * bound).float())
 
 
 def generator(seed):

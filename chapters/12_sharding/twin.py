@@ -49,9 +49,7 @@ here (the twin reads the IDX files itself). The memory table is a closed form, r
 what a rank measures (memory, bytes sent) is the program's own.
 """
 import argparse
-import gzip
 import os
-import struct
 import sys
 
 import torch
@@ -62,8 +60,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import BatchSampler
 from torch.utils.data.distributed import DistributedSampler
 
-SOURCE = "/usr/share/datasets/fashion-mnist"
-SIDE, PIXELS, CLASSES = 14, 14 * 14, 10
+# Chapter 09's data and initial weights, as its twin reads and draws them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "09_ddp_classifier"))
+from fashion_data import CLASSES, PIXELS, SOURCE, read_idx, uniform_init  # noqa: E402
+
 WIDTHS = (PIXELS, 512, 512, 512, CLASSES)
 STAGES = {
     0: "stage 0: nothing sharded (DDP)",
@@ -81,31 +81,6 @@ def out(text):
 def out0(text):
     if PREFIX["rank"] == 0:
         out(text)
-
-
-def read_idx(prefix, count):
-    """The first `count` images, 28x28 shrunk to 14x14 by 2x2 means, and their labels."""
-    with gzip.open(f"{prefix}-images-idx3-ubyte.gz") as f:
-        magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
-        assert magic == 2051 and rows == cols == 28 and n >= count
-        raw = torch.frombuffer(bytearray(f.read(count * 28 * 28)), dtype=torch.uint8)
-    with gzip.open(f"{prefix}-labels-idx1-ubyte.gz") as f:
-        magic, n = struct.unpack(">II", f.read(8))
-        assert magic == 2049 and n >= count
-        labels = torch.frombuffer(bytearray(f.read(count)), dtype=torch.uint8).long()
-    blocks = raw.reshape(count, SIDE, 2, SIDE, 2).int().sum(dim=(2, 4))
-    return (blocks.float() / 1020.0).reshape(count, PIXELS), labels
-
-
-def uniform_init(layer, g):
-    """nn.Linear's default range, uniform in [-1/sqrt(in), 1/sqrt(in)), from torch.randint's draws
-    (as ch09::uniform_init draws them): the weights first, then the biases."""
-    bound = 1 / (layer.in_features ** 0.5)
-    draws = lambda n: (torch.randint(0, 1 << 24, (n,), generator=g).double() / (1 << 24) * 2 - 1)
-    with torch.no_grad():
-        weight = draws(layer.weight.numel()) * bound
-        layer.weight.copy_(weight.float().reshape(layer.weight.shape))
-        layer.bias.copy_((draws(layer.bias.numel()) * bound).float())
 
 
 def make_model(seed):
