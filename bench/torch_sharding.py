@@ -38,14 +38,9 @@ from torch.utils.data.distributed import DistributedSampler
 # Chapter 09's data and initial weights, as its twin reads and draws them.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chapters",
                                 "09_ddp_classifier"))
-from fashion_data import PIXELS, SOURCE, read_idx, uniform_init  # noqa: E402
+from fashion_data import (PIXELS, add_training_flags, join_and_read, out0,  # noqa: E402
+                          print_throughput, uniform_init)
 WIDTHS = (PIXELS, 512, 512, 512, 10)
-PREFIX = {}
-
-
-def out0(text):
-    if PREFIX["rank"] == 0:
-        os.write(1, f"[rank 0/{PREFIX['world']}] {text}\n".encode())
 
 
 def evaluate(ddp, images, labels):
@@ -66,24 +61,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--zero", action="store_true",
                    help="shard Adam's state with ZeroRedundancyOptimizer (default: plain Adam)")
-    p.add_argument("--train-samples", type=int, default=4000)
-    p.add_argument("--test-samples", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=0)
+    add_training_flags(p, train_samples=4000, test_samples=1000, epochs=2, lr=1e-3)
     p.add_argument("--bucket-mb", type=float, default=1.0, help="DDP's bucket_cap_mb (ch12's 1)")
     p.add_argument("--throughput", action="store_true",
                    help="also print the training steps' samples per second and the Adam state")
     args = p.parse_args()
 
-    dist.init_process_group(backend="gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    PREFIX.update(rank=rank, world=world)
-    train_x, train_y = read_idx(f"{SOURCE}/train", args.train_samples)
-    test_x, test_y = read_idx(f"{SOURCE}/t10k", args.test_samples)
-    out0(f"Fashion-MNIST, 14x14: {len(train_y)} training and {len(test_y)} test images, {world} "
-         f"{'rank' if world == 1 else 'ranks'}, batch {args.batch_size} per rank")
+    rank, world, train_x, train_y, test_x, test_y = join_and_read(args)
 
     layers = []
     for i in range(len(WIDTHS) - 1):
@@ -126,11 +110,7 @@ def main():
              f"test accuracy {100 * correct / counted:.2f}%")
 
     if args.throughput:
-        slowest = torch.tensor([training_seconds], dtype=torch.float64)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        samples = trained * world
-        out0(f"throughput: {samples / slowest.item():.0f} samples/s "
-             f"({samples} samples in {slowest.item():.3f} s)")
+        print_throughput(training_seconds, trained, world)
         local = optimizer.optim if args.zero else optimizer  # ZeRO: this rank's own Adam
         state = torch.tensor([sum(v.numel() * v.element_size() for s in local.state.values()
                                   for v in s.values() if torch.is_tensor(v) and v.dim() > 0)])

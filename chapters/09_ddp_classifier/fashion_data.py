@@ -1,10 +1,13 @@
 """The twins' copy of fashion_data.h: Fashion-MNIST's first images shrunk to 14x14, and the
-initial weights drawn as ch09::uniform_init draws them. Chapter 09's and 12's twins and
+initial weights drawn as ch09::uniform_init draws them; and the programs' first step, joining
+and reading the data, with their "[rank R/W]" lines. Chapter 09's and 12's twins and
 bench/torch_sharding.py import it, so all three read and draw the same bits."""
 import gzip
+import os
 import struct
 
 import torch
+import torch.distributed as dist
 
 SOURCE = "/usr/share/datasets/fashion-mnist"
 SIDE, PIXELS, CLASSES = 14, 14 * 14, 10
@@ -32,3 +35,49 @@ def uniform_init(layer, g):
     with torch.no_grad():
         layer.weight.copy_((draws(layer.weight.numel()) * bound).float().reshape(layer.weight.shape))
         layer.bias.copy_((draws(layer.bias.numel()) * bound).float())
+
+
+PREFIX = {}  # rank and world, for out(); set by join_and_read
+
+
+def out(text):
+    """One line on stdout, prefixed as the C++ programs prefix theirs, written in one call."""
+    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
+
+
+def out0(text):
+    if PREFIX["rank"] == 0:
+        out(text)
+
+
+def join_and_read(args):
+    """Joins the job on Gloo (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the launcher), reads
+    args.train_samples and args.test_samples images, and prints the programs' first line.
+    Returns rank, world, train_x, train_y, test_x, test_y."""
+    dist.init_process_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    PREFIX.update(rank=rank, world=world)
+    train_x, train_y = read_idx(f"{SOURCE}/train", args.train_samples)
+    test_x, test_y = read_idx(f"{SOURCE}/t10k", args.test_samples)
+    out0(f"Fashion-MNIST, 14x14: {len(train_y)} training and {len(test_y)} test images, {world} "
+         f"{'rank' if world == 1 else 'ranks'}, batch {args.batch_size} per rank")
+    return rank, world, train_x, train_y, test_x, test_y
+
+
+def add_training_flags(p, train_samples, test_samples, epochs, lr):
+    """The flags every Fashion-MNIST program takes, with its program's defaults."""
+    p.add_argument("--train-samples", type=int, default=train_samples)
+    p.add_argument("--test-samples", type=int, default=test_samples)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--lr", type=float, default=lr)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def print_throughput(training_seconds, trained, world):
+    """The programs' --throughput line: every rank's samples over the slowest rank's seconds."""
+    slowest = torch.tensor([training_seconds], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    samples = trained * world
+    out0(f"throughput: {samples / slowest.item():.0f} samples/s "
+         f"({samples} samples in {slowest.item():.3f} s)")

@@ -29,19 +29,10 @@ from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import BatchSampler
 from torch.utils.data.distributed import DistributedSampler
 
-from fashion_data import CLASSES, PIXELS, SIDE, SOURCE, read_idx, uniform_init
+from fashion_data import (CLASSES, PIXELS, SIDE, add_training_flags, join_and_read, out, out0,
+                          print_throughput, uniform_init)
 
 HIDDEN = 128
-PREFIX = {}
-
-
-def out(text):
-    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
-
-
-def out0(text):
-    if PREFIX["rank"] == 0:
-        out(text)
 
 
 def generator(seed):
@@ -79,25 +70,14 @@ def evaluate(ddp, images, labels):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--train-samples", type=int, default=8000)
-    p.add_argument("--test-samples", type=int, default=2000)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
+    add_training_flags(p, train_samples=8000, test_samples=2000, epochs=4, lr=0.1)
     p.add_argument("--min-accuracy", type=float, default=0.0)
     p.add_argument("--no-sync-bn", action="store_true")
     p.add_argument("--throughput", action="store_true",
                    help="also print the training steps' samples per second (for bench/run.py)")
     args = p.parse_args()
 
-    dist.init_process_group(backend="gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    PREFIX.update(rank=rank, world=world)
-    train_x, train_y = read_idx(f"{SOURCE}/train", args.train_samples)
-    test_x, test_y = read_idx(f"{SOURCE}/t10k", args.test_samples)
-    out0(f"Fashion-MNIST, 14x14: {len(train_y)} training and {len(test_y)} test images, {world} "
-         f"{'rank' if world == 1 else 'ranks'}, batch {args.batch_size} per rank")
+    rank, world, train_x, train_y, test_x, test_y = join_and_read(args)
 
     model = nn.Sequential(nn.Linear(PIXELS, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.ReLU(),
                           nn.Linear(HIDDEN, CLASSES))
@@ -139,11 +119,7 @@ def main():
              f"test accuracy {100 * correct / counted:.2f}%")
 
     if args.throughput:
-        slowest = torch.tensor([training_seconds], dtype=torch.float64)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        samples = trained * world
-        out0(f"throughput: {samples / slowest.item():.0f} samples/s "
-             f"({samples} samples in {slowest.item():.3f} s)")
+        print_throughput(training_seconds, trained, world)
     mine = torch.cat([t.detach().flatten() for t in [*model.parameters(), *model.buffers()]
                       if t.is_floating_point()])  # parameters, then BatchNorm's running stats
     everyone = [torch.empty_like(mine) for _ in range(world)]

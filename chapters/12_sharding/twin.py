@@ -64,7 +64,8 @@ from torch.utils.data.distributed import DistributedSampler
 
 # Chapter 09's data and initial weights, as its twin reads and draws them.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "09_ddp_classifier"))
-from fashion_data import CLASSES, PIXELS, SOURCE, read_idx, uniform_init  # noqa: E402
+from fashion_data import (CLASSES, PIXELS, add_training_flags, join_and_read, out0,  # noqa: E402
+                          uniform_init)
 
 WIDTHS = (PIXELS, 512, 512, 512, CLASSES)
 STAGES = {
@@ -73,16 +74,6 @@ STAGES = {
     2: "stage 2: optimizer state and gradients sharded (ZeRO-2)",
     3: "stage 3: optimizer state, gradients and parameters sharded (ZeRO-3, FSDP)",
 }
-PREFIX = {}
-
-
-def out(text):
-    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
-
-
-def out0(text):
-    if PREFIX["rank"] == 0:
-        out(text)
 
 
 def make_model(seed):
@@ -213,12 +204,7 @@ def flat(model):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--stage", type=int, choices=range(4), default=3)
-    p.add_argument("--train-samples", type=int, default=4000)
-    p.add_argument("--test-samples", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=0)
+    add_training_flags(p, train_samples=4000, test_samples=1000, epochs=2, lr=1e-3)
     p.add_argument("--bucket-mb", type=float, default=1.0, help="DDP's bucket_cap_mb")
     p.add_argument("--data-dir", default="data", help="accepted; the twin reads the IDX files")
     p.add_argument("--prefetch", action=argparse.BooleanOptionalAction, default=True,
@@ -227,14 +213,8 @@ def main():
                    help="also train DDP + Adam from the same start and compare the weights")
     args = p.parse_args()
 
-    dist.init_process_group(backend="gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    PREFIX.update(rank=rank, world=world)
-    train_x, train_y = read_idx(f"{SOURCE}/train", args.train_samples)
-    test_x, test_y = read_idx(f"{SOURCE}/t10k", args.test_samples)
+    rank, world, train_x, train_y, test_x, test_y = join_and_read(args)
     data = (train_x, train_y, test_x, test_y)
-    out0(f"Fashion-MNIST, 14x14: {len(train_y)} training and {len(test_y)} test images, {world} "
-         f"{'rank' if world == 1 else 'ranks'}, batch {args.batch_size} per rank")
     prefetch = ("" if args.stage != 3 else
                 ", with prefetch" if args.prefetch else ", without prefetch")
     out0(f"MLP 196-512-512-512-10: Ψ = {sum(unit_numels()):,} parameters in 4 layers, Adam (lr "
