@@ -39,15 +39,13 @@ from torch.utils.data.distributed import DistributedSampler
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chapters",
                                 "09_ddp_classifier"))
 from fashion_data import (PIXELS, add_training_flags, join_and_read, out0,  # noqa: E402
-                          print_throughput, uniform_init)
+                          print_throughput, test_shard, uniform_init)
 WIDTHS = (PIXELS, 512, 512, 512, 10)
 
 
 def evaluate(ddp, images, labels):
     """Each rank its shard of the test set, without the sampler's padding; one all_reduce adds up."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mine = list(DistributedSampler(range(len(labels)), shuffle=False))
-    kept = [i for k, i in enumerate(mine) if rank + k * world < len(labels)]
+    kept = test_shard(len(labels))
     correct = 0
     with torch.no_grad():
         for b in BatchSampler(kept, 250, drop_last=False):

@@ -8,6 +8,7 @@ import struct
 
 import torch
 import torch.distributed as dist
+from torch.utils.data.distributed import DistributedSampler
 
 SOURCE = "/usr/share/datasets/fashion-mnist"
 SIDE, PIXELS, CLASSES = 14, 14 * 14, 10
@@ -81,3 +82,11 @@ def print_throughput(training_seconds, trained, world):
     samples = trained * world
     out0(f"throughput: {samples / slowest.item():.0f} samples/s "
          f"({samples} samples in {slowest.item():.3f} s)")
+
+
+def test_shard(count):
+    """This rank's indices of a `count`-image test set as DistributedSampler(shuffle=False) deals
+    them, without its padding: over all ranks, each image exactly once."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = list(DistributedSampler(range(count), shuffle=False))
+    return [i for k, i in enumerate(mine) if rank + k * world < count]

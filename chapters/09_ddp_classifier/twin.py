@@ -30,7 +30,7 @@ from torch.utils.data import BatchSampler
 from torch.utils.data.distributed import DistributedSampler
 
 from fashion_data import (CLASSES, PIXELS, SIDE, add_training_flags, join_and_read, out, out0,
-                          print_throughput, uniform_init)
+                          print_throughput, test_shard, uniform_init)
 
 HIDDEN = 128
 
@@ -53,9 +53,7 @@ def evaluate(ddp, images, labels):
     """Each rank its shard of the test set without the sampler's padding, through DDP: its first
     forward after training copies rank 0's buffers, so every shard is judged by the same model."""
     ddp.eval()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mine = list(DistributedSampler(range(len(labels)), shuffle=False))
-    kept = [i for k, i in enumerate(mine) if rank + k * world < len(labels)]
+    kept = test_shard(len(labels))
     correct = 0
     with torch.no_grad():
         # A rank with no test image still makes one forward: DDP's buffer copy is a collective.

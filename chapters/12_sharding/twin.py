@@ -65,7 +65,7 @@ from torch.utils.data.distributed import DistributedSampler
 # Chapter 09's data and initial weights, as its twin reads and draws them.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "09_ddp_classifier"))
 from fashion_data import (CLASSES, PIXELS, add_training_flags, join_and_read, out0,  # noqa: E402
-                          uniform_init)
+                          test_shard, uniform_init)
 
 WIDTHS = (PIXELS, 512, 512, 512, CLASSES)
 STAGES = {
@@ -155,9 +155,7 @@ def train_distributed(args, stage, data, report):
             loss_sum += loss.item()
         mean_loss = torch.tensor([loss_sum / len(batches)], dtype=torch.float64)
         dist.all_reduce(mean_loss)
-        # Each rank its part of the test set without the sampler's padding: each image once.
-        mine = list(DistributedSampler(range(len(test_y)), shuffle=False))
-        kept = [i for k, i in enumerate(mine) if rank + k * world < len(test_y)]
+        kept = test_shard(len(test_y))  # each image once, on one rank
         counts = torch.tensor([count_correct(model, test_x, test_y, kept), len(kept)])
         dist.all_reduce(counts)
         report(epoch, mean_loss.item() / world, *counts.tolist())
