@@ -12,7 +12,16 @@ For each chapters/NN_name/:
     solution only inside a collapsed <details> whose <summary> is "Solution (grade yours first:
     <code>./tutorial check NN-exK</code>)": a participant meets the grader before the answer;
   - main.cpp stays a lesson a reader can hold: at most MAX_MAIN_LINES lines (support code goes in
-    a support.h/.cpp beside it, or the library).
+    a support.h/.cpp beside it, or the library);
+  - its main path (the text outside fenced code blocks, collapsed <details> and HTML comments)
+    has at most MAX_WORDS words, about 8 minutes of reading, and so has the landing page,
+    README.md;
+  - every term on a main path is defined before its first use, or is in the glossary
+    (docs/glossary.md, its "- **term**" entries): a term that a page defines in bold ("a
+    **bucket**, a group of ...") and that is not in the glossary may not appear on that page's
+    main path before its definition; a symbol (a Greek letter but the operators Σ and π, or a
+    subscripted letter such as n_u) must be defined in bold on the page where it first appears,
+    glossary or not, since a formula whose symbols are defined elsewhere cannot be read.
 And for every source file under chapters/, common/ and tools/: each slide region (a
 "--8<-- [start:NAME]" ... "[end:NAME]" pair) is cut by some deck (an "include: FILE#NAME" line
 in slides/decks/), since a marker nobody reads is noise in the lesson; and no marker follows a
@@ -27,6 +36,10 @@ from pathlib import Path
 SECTIONS = ["Goal", "Run it", "Expected output", "Walk-through",
             "What changed since the last chapter", "Pitfalls", "Try this", "Next"]
 MAX_MAIN_LINES = 260
+MAX_WORDS = 1500
+GLOSSARY = "docs/glossary.md"
+SYMBOL = re.compile(r"[\u0370-\u03a2\u03a4-\u03bf\u03c1-\u03ff]|(?<![\w])[a-zA-Z]_[a-zA-Z0-9]{1,2}(?![\w])")
+BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 TIME = re.compile(r"^\*\*Time:\*\* about \d+ minutes\b")
 MARKER = re.compile(r"--8<-- \[(start|end):([A-Za-z0-9_.-]+)\]")
 INCLUDE = re.compile(r"<!--\s*include:\s*([^#\s]+)#([A-Za-z0-9_.-]+)\s*-->")
@@ -69,6 +82,72 @@ def check_readme(root, readme, problems):
             problems.append(f"{where}:{n}: a deep dive outside a collapsed <details> block")
     if depth:
         problems.append(f"{where}:{opened}: <details> never closed")
+
+
+def main_path(text):
+    """The text a reader reads on the way through: without fenced code blocks, collapsed
+    <details> blocks and HTML comments (replaced by as many newlines, so line numbers hold)."""
+    def blank(m):
+        return "\n" * m.group(0).count("\n")
+    text = re.sub(r"^\s*```.*?^\s*```", blank, text, flags=re.S | re.M)
+    text = re.sub(r"<details>.*?</details>", blank, text, flags=re.S)
+    return re.sub(r"<!--.*?-->", blank, text, flags=re.S)
+
+
+def glossary_terms(root):
+    """The terms of the glossary's "- **term**: ..." entries, lower-cased: every word in bold in
+    an entry ("- **backend**: ... **Gloo** (CPU, TCP) or **NCCL** ...") is defined there."""
+    path = root / GLOSSARY
+    if not path.exists():
+        return set()
+    terms, entry = set(), False
+    for line in path.read_text().splitlines():
+        if line.startswith("- **"):
+            entry = True
+        elif not line.startswith("  "):
+            entry = False
+        if entry:
+            terms.update(term.strip().lower() for term in BOLD.findall(line))
+    return terms
+
+
+def check_words(root, readme, problems):
+    where = readme.relative_to(root)
+    count = len(main_path(readme.read_text()).split())
+    if count > MAX_WORDS:
+        problems.append(f"{where}: its main path has {count} words, more than {MAX_WORDS} "
+                        "(cut repetition, or move depth into a collapsed <details> deep dive "
+                        "or a linked page)")
+
+
+def check_terms(root, readme, glossary, problems):
+    where = readme.relative_to(root)
+    text = main_path(readme.read_text())
+    no_code = re.sub(r"`[^`\n]*`", lambda m: " " * len(m.group(0)), text)
+    for m in BOLD.finditer(text):
+        term = m.group(1).strip()
+        if (term.endswith((":", ".", "!", "?")) or len(term.split()) > 4 or "`" in term
+                or term.lower() in glossary):
+            continue
+        earlier = re.search(r"(?<![\w-])" + re.escape(term) + r"(?![\w-])",
+                            no_code[:m.start()], re.I)
+        if earlier:
+            line = text.count("\n", 0, earlier.start()) + 1
+            problems.append(f"{where}:{line}: '{term}' is used before the page defines it (in "
+                            f"bold, line {text.count(chr(10), 0, m.start()) + 1}); define it "
+                            f"first, or add it to {GLOSSARY}")
+    bold_spans = [(m.start(), m.end()) for m in BOLD.finditer(text)]
+    seen = set()
+    for m in SYMBOL.finditer(text):
+        symbol = m.group(0)
+        if symbol in seen:
+            continue
+        seen.add(symbol)
+        if not any(start <= m.start() < end for start, end in bold_spans):
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"{where}:{line}: the symbol '{symbol}' is used before this page "
+                            f"defines it: write its definition in bold where it first appears "
+                            f"(\"**{symbol}**, the ...\")")
 
 
 def check_try_this(root, chapter, problems):
@@ -130,9 +209,16 @@ def check_markers(root, problems):
 def main(argv):
     root = Path(argv[1] if len(argv) > 1 else Path(__file__).resolve().parents[2]).resolve()
     problems = []
+    glossary = glossary_terms(root)
+    if not glossary:
+        problems.append(f"{GLOSSARY}: no '- **term**: ...' entries")
+    check_words(root, root / "README.md", problems)
+    check_terms(root, root / "README.md", glossary, problems)
     for chapter in sorted((root / "chapters").glob("[0-9][0-9]_*")):
         if (chapter / "README.md").exists():
             check_readme(root, chapter / "README.md", problems)
+            check_words(root, chapter / "README.md", problems)
+            check_terms(root, chapter / "README.md", glossary, problems)
             check_try_this(root, chapter, problems)
         check_main_length(root, chapter, problems)
     check_markers(root, problems)
