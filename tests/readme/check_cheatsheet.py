@@ -11,7 +11,8 @@
   - every `./tutorial COMMAND` is a command of ./tutorial, with flags it knows;
   - with torch importable (Debian's python3-torch, 1.13): every `dist.NAME(...)` of the PyTorch
     column is a function of torch.distributed that takes the keyword arguments shown, and so are
-    torch.manual_seed, torch.randint, DistributedSampler, DistributedDataParallel and BatchSampler.
+    torch.manual_seed, torch.randint, DistributedSampler, DistributedDataParallel, BatchSampler and
+    ZeroRedundancyOptimizer.
     Without torch that part is skipped, and the output says so.
 
 (The lessons and chapters the sheet names are checked by check_syllabus.py.)
@@ -168,6 +169,7 @@ def check_torch(lines, tables, problems):
         import torch.distributed as dist
         import torch.nn.parallel
         import torch.utils.data
+        from torch.distributed.optim import ZeroRedundancyOptimizer
     except Exception as e:  # no torch: this part cannot run here
         return f"skipped the torch names: torch is not importable ({type(e).__name__}: {e})"
     known = {
@@ -176,6 +178,7 @@ def check_torch(lines, tables, problems):
         "DistributedSampler": torch.utils.data.DistributedSampler,
         "DistributedDataParallel": torch.nn.parallel.DistributedDataParallel,
         "BatchSampler": torch.utils.data.BatchSampler,
+        "ZeroRedundancyOptimizer": ZeroRedundancyOptimizer,
     }
     checked = 0
     for heading, header, rows in tables:
