@@ -4,10 +4,15 @@
   timings.py measure BIN_DIR   run every chapter lesson (./tutorial run NN) and grade every
                                exercise's solution, timing each; writes tools/workshop/measured.toml
   timings.py write             rewrite INSTRUCTOR.md's generated blocks (the table, the agendas)
-  timings.py check             exit 1 if INSTRUCTOR.md's generated blocks differ from what this
-                               script computes now, if a lesson or exercise of chapters/lessons.txt
-                               has no measurement, if an agenda overruns its slot, or if the guide
-                               names a slide, lesson or exercise that does not exist
+                               and every chapter README's "**Time:**" line
+  timings.py check             exit 1 if INSTRUCTOR.md's generated blocks or a README's Time line
+                               differ from what this script computes now, if a lesson or exercise
+                               of chapters/lessons.txt has no measurement, if an agenda overruns
+                               its slot, if the guide names a slide, lesson or exercise that does
+                               not exist, or if a deck states a time of its own
+
+Every time estimate of the course comes from here: a README's Time line (reading its main path,
+running the lesson, its first exercise), INSTRUCTOR.md's table and agendas. Decks state none.
 
 What is counted (deterministic, from the repository): the slides of each deck and the ones the
 guide's "Show" line names; the words a participant reads for an exercise (its "Try this" item)
@@ -33,6 +38,7 @@ GUIDE = ROOT / "INSTRUCTOR.md"
 MEASURED = ROOT / "tools/workshop/measured.toml"
 sys.path.insert(0, str(ROOT / "tests/readme"))
 from check_syllabus import read_table  # noqa: E402  (the lesson table, parsed once)
+from check_chapter_form import main_path  # noqa: E402  (what a README's reader reads)
 
 MODEL = {
     "slide_min": 1.5,        # presenting one slide, with a question or two
@@ -42,6 +48,7 @@ MODEL = {
     "write_min_per_line": 1.5,  # writing one line of the solution (thinking included)
     "attempts": 3,           # builds and gradings before a PASS
     "round_to_min": 5,       # agenda slots are whole multiples of this
+    "readme_wpm": 150,       # reading a chapter README's main path (technical prose, as above)
 }
 
 # The agendas: (what, item). An item is "present NN" (its Show slides and demo), "deck NN" (the
@@ -60,6 +67,16 @@ AGENDAS = {
         "exercise 05-ex2", "present 06", "exercise 06-ex2", "deck 07", "exercise 07-ex3",
         "break=15", "deck 08", "exercise 08-ex2", "present 09", "present 10", "exercise 10-ex3",
         "wrap-up and questions=10"]),
+    "two days, day 1": (480, [
+        "welcome and set-up check=15", "deck 00", "deck 01", "exercise 01-ex2", "deck 02",
+        "exercise 02-ex2", "deck 03", "exercise 03-ex1", "break=15", "deck 04",
+        "exercise 04-ex1", "lunch=60", "deck 05", "exercise 05-ex2", "deck 06", "exercise 06-ex2",
+        "break=15", "deck 07", "exercise 07-ex3", "wrap-up and questions=10"]),
+    "two days, day 2": (480, [
+        "questions from day 1=10", "deck 08", "exercise 08-ex2", "deck 09", "exercise 09-ex2",
+        "exercise 09-ex3", "break=15", "deck 10", "exercise 10-ex1", "exercise 10-ex3",
+        "lunch=60", "deck 11", "exercise 11-ex1", "exercise 11-ex2", "break=15", "deck 12",
+        "exercise 12-ex1", "wrap-up and questions=10"]),
 }
 
 
@@ -318,6 +335,66 @@ def replace_blocks(text, made, problems):
     return new
 
 
+# ---- the chapters' Time lines -----------------------------------------------------------------
+
+TIME_LINE = re.compile(r"^\*\*Time:\*\* .*$", re.M)
+DECK_TIME = re.compile(r"\b[Aa]bout \d+ minutes\b|\b\d+ minutes (?:with|of) (?:the )?exercises\b")
+
+
+def time_lines(measured, minutes):
+    """Each chapter README's Time line: reading its main path, running the lesson (the demo's
+    talk and run), its first exercise; each rounded up as the agendas are, and their sum."""
+    lines = {}
+    for lesson in lessons():
+        if not lesson.chapter or lesson.exercise:
+            continue
+        chapter_dir = next((ROOT / "chapters").glob(f"{lesson.chapter}_*"))
+        words = len(main_path((chapter_dir / "README.md").read_text()).split())
+        read = round_up(words / MODEL["readme_wpm"])
+        run = round_up(MODEL["demo_talk_min"] + measured["run"].get(lesson.chapter, 0.0) / 60)
+        exercises = sorted((name for name in minutes if name.startswith(
+            f"exercise {lesson.chapter}-ex")), key=lambda n: int(n.rsplit("ex", 1)[1]))
+        first = round_up(minutes[exercises[0]]) if exercises else 0
+        line = (f"**Time:** about {read + run + first} minutes: {read} to read, {run} to run it"
+                + (f", {first} for exercise 1" if exercises else ""))
+        others = [f"{round_up(minutes[n])}" for n in exercises[1:]]
+        if others:
+            line += (f" (exercise{'s' if len(others) > 1 else ''} "
+                     + ", ".join(f"{i + 2}: {m}" for i, m in enumerate(others)) + ")")
+        line += (". [How these are estimated](../../INSTRUCTOR.md#minutes-per-chapter-and-per-"
+                 "exercise).")
+        lines[chapter_dir / "README.md"] = line
+    return lines
+
+
+def update_time_lines(lines, write, problems):
+    for readme, line in lines.items():
+        text = readme.read_text()
+        found = TIME_LINE.search(text)
+        if not found:
+            problems.append(f"{readme.relative_to(ROOT)} has no '**Time:**' line")
+        elif found.group(0) != line:
+            if write:
+                tmp = readme.with_suffix(".tmp")
+                tmp.write_text(text[:found.start()] + line + text[found.end():])
+                tmp.replace(readme)
+            else:
+                problems.append(f"{readme.relative_to(ROOT)}: its Time line is not what the model "
+                                f"gives (run tools/workshop/timings.py write):\n  has:  "
+                                f"{found.group(0)}\n  want: {line}")
+
+
+def check_decks(problems):
+    """A deck states no time of its own: the README's Time line and INSTRUCTOR.md are the one
+    source, so the three cannot disagree."""
+    for deck in sorted((ROOT / "slides/decks").glob("*.md")):
+        for number, text in enumerate(deck.read_text().splitlines(), 1):
+            m = DECK_TIME.search(text)
+            if m and "timeout" not in text.lower() and "wait" not in text.lower():
+                problems.append(f"{deck.relative_to(ROOT)}:{number}: states a time ('{m.group(0)}'); "
+                                "times come from the README's Time line and INSTRUCTOR.md")
+
+
 # ---- measuring ---------------------------------------------------------------------------------
 
 def timed(argv, **kw):
@@ -375,6 +452,10 @@ def main(argv):
         return 0
     problems = []
     made = blocks(problems)
+    measured = read_measured()
+    update_time_lines(time_lines(measured, compute(measured, [])[1]), argv[1] == "write",
+                      problems)
+    check_decks(problems)
     text = GUIDE.read_text()
     new = replace_blocks(text, made, problems)
     if argv[1] == "write":
