@@ -11,7 +11,8 @@ set only when neither a flag nor the environment gives them, and a timeout (post
 torch 1.13's default is 30 minutes). Post B says "start rank 0 first"; torch does not need that
 either: a TCPStore client retries until its timeout. If rank 1 never comes, torch 1.13's rank 0
 gives up after about twice the timeout, not once: its store first waits the timeout for rank 1
-to connect, then gloo waits again for rank 1's address (the README's "PyTorch 1.13 vs 2.x" box).
+to connect, then gloo waits again for rank 1's address (the README's deep dive "PyTorch 1.13
+vs 2.x: what the timeout bounds while two programs meet").
 """
 import argparse
 import datetime
