@@ -1,4 +1,4 @@
-// Chapter 09 — ddp_classifier: the capstone, a real training run with DistributedDataParallel.
+// Chapter 09 — ddp_classifier: a real training run with DistributedDataParallel, end to end.
 //
 // Post A trains ResNet50 on CIFAR-10 with DDP, and every rank calls CIFAR10(download=True): on a
 // first run W processes download into one directory at once. This chapter is that flow at a size
