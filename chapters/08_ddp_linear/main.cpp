@@ -10,9 +10,10 @@
 // to least squares is reported, and judged in the default run only.
 //
 // You will learn: what DDP does (broadcast at the start, average gradients every step) and why
-// that is enough; why every rank must take the same number of steps; what post D's closing loop
-// gets wrong (no set_epoch, every rank on cuda:0, DDP without device_ids) and what post B's model
-// leaves out (it is never wrapped in DDP, and its one process trains on all the data).
+// that is enough; why every rank must take the same number of steps; what the loop at the end of
+// post D's page (an answer the site appends, not the author's text) gets wrong (no set_epoch,
+// every rank on cuda:0, DDP without device_ids) and what post B's model leaves out (it is never
+// wrapped in DDP, and its one process trains on all the data).
 // Builds on: chapter 04 (all_reduce), chapter 06 (per-rank seeds), chapter 07 (samplers).
 // Support code (the flags, the data, printing) is in support.h.
 //
