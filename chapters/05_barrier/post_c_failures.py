@@ -58,6 +58,16 @@ def rank_main(case):
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT_S))
     rank = dist.get_rank()
     data = os.path.join(os.environ["CASE_DIR"], "dataset.txt")  # never written: the download fails
+    # Rank 0 goes on only once rank 1 is out of init_process_group: torch's init ends with a
+    # barrier in rank 0's store, and a rank 0 that died before rank 1 left it would break the
+    # store under rank 1 ("Connection reset by peer", "Broken pipe"), not show what the guard does.
+    ready = os.path.join(os.environ["CASE_DIR"], "rank1.ready")
+    if rank == 1:
+        open(ready, "w").close()
+    else:
+        deadline = time.monotonic() + DEADLINE_S
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.01)
     guard = zero_first if case == "published" else torch_distributed_zero_first
     start = time.monotonic()
     try:
