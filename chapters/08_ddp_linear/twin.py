@@ -130,7 +130,8 @@ def main():
     out(f"initial weights (its own draw): {weights(model)}")
     # On GPUs (the loop at the end of post D's page, corrected):
     # local_rank = int(os.environ["LOCAL_RANK"]), torch.cuda.set_device(local_rank),
-    # model.to(local_rank) and DDP(model, device_ids=[local_rank]). On the CPU, device_ids stays None.
+    # model.to(local_rank) and DDP(model, device_ids=[local_rank]). On the CPU, device_ids stays
+    # None.
     ddp = DDP(model)  # broadcasts rank 0's parameters
     out(f"after DistributedDataParallel(): {weights(model)} (rank 0's)")
 
