@@ -64,7 +64,7 @@ void write_snapshot(const std::string& path, const Flags& f, int world, const Sn
 Snapshot read_snapshot(const std::string& path, const Flags& f, int world);
 
 // ---- Where the copies are: every machine's local rank 0 keeps one, in its own --snapshot path.
-// Every rank calls these two (they are collectives).
+// Every rank calls each of the four below: they are collectives.
 // This machine's copy: read by local rank 0, nothing on the other ranks or when there is no file.
 // A copy that belongs to another run stops every rank: the rank that read it throws its
 // dist::ConfigError, the others one that names that rank.
