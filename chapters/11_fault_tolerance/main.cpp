@@ -4,24 +4,27 @@
 // With torchrun --max-restarts N (ddprun's flag too) the launcher then stops every rank and starts
 // them all again; what the new attempt knows is what the old one wrote down. This chapter is
 // chapter 08's training, with momentum (so the optimizer has state) and a random jitter per rank
-// (so each rank's generator has state too), made fault tolerant as PyTorch's DDP tutorial series
-// ends (multigpu_torchrun.py): rank 0 writes a snapshot, every rank loads it at start. Here the
-// snapshot is taken every few steps, mid-epoch, and holds everything the loop changes, so the job
-// resumes at the exact sample and ends with the bits of a run that never crashed.
+// (so each rank's generator has state too), made fault tolerant as part 4 of PyTorch's DDP
+// tutorial series does (multigpu_torchrun.py): write a snapshot now and then, load it at start.
+// Here the snapshot is taken every few steps, mid-epoch, holds everything the loop changes, and
+// every machine keeps a copy, so the job resumes at the exact sample whether or not the machines
+// share a disk, and ends with the bits of a run that never crashed.
 //
 // You will learn: what a snapshot must hold (model, optimizer, position, every rank's generator)
-// and why leaving out any of it changes the result; why every rank restarts when one dies; what a
-// restart costs (the work since the last snapshot, and a new rendezvous).
+// and why leaving out any of it changes the result; how ranks on machines with their own disks
+// agree on one snapshot; why every rank restarts when one dies; what a restart costs (the work
+// since the last snapshot, and a new rendezvous).
 // Builds on: chapter 06 (per-rank generators), chapter 07 (set_epoch, a resumed sampler),
 // chapter 08 (DDP), chapter 09 (checkpoints written atomically).
-// Support code (the flags, the data, the snapshot's file layout) is in support.h.
+// Support code (the flags, the data, the snapshot's file layout, its broadcast) is in support.h.
 //
 // Run:   ./tutorial run 11
 //        (or: ddprun --standalone --nproc-per-node 2 --max-restarts 1 ch11_fault_tolerance
 //             --crash-at-step 45)
 // Prints, among other lines:
 //   [rank 1/2] crashing on purpose before step 45 (attempt 0)
-//   [rank 0/2] attempt 1: resumed from ch11_snapshot.bin at step 40 (epoch 2, step 8 of 16)
+//   [rank 0/2] attempt 1: resumed from ch11_snapshot.bin at step 40 (epoch 2, step 8 of 16),
+//              rank 0's copy
 //   [rank 0/2] OK: the replicas are bit-identical, and the job resumed at its snapshot's step
 #include <dist/ddp.h>
 #include <dist/dist.h>
@@ -42,15 +45,15 @@ namespace {
 
 using Indices = std::vector<std::int64_t>;
 
-// Every rank calls this (the generators are gathered: a collective); rank 0 writes the file.
-// The model and the optimizer are the same on every rank (DDP keeps them so); the generators are
-// not, so rank 0 needs each rank's. Written atomically: a crash while writing leaves the last
-// snapshot whole.
+// Every rank calls this (all_gather is a collective). The model and the optimizer are the same on
+// every rank (DDP); the generators are not, so they are all-gathered, and each machine's local
+// rank 0 writes the whole snapshot to its own --snapshot path: a copy per machine, even with no
+// shared disk. Atomically: a crash while writing leaves the last snapshot whole.
 void take_snapshot(const ch11::Flags& f, std::int64_t steps_done, dist::Linear& model,
                    const dist::SGD& optimizer, const dist::Generator& jitter) {
   std::vector<dist::Tensor> generators;
-  dist::gather(jitter.get_state(), dist::get_rank() == 0 ? &generators : nullptr, 0);
-  if (dist::get_rank() != 0) return;
+  dist::all_gather(generators, jitter.get_state().to(dist::get_device()));
+  if (dist::get_local_rank() != 0) return;
   ch11::Snapshot s{.steps_done = steps_done,
                    .parameters = {},
                    .momentum_buffers = optimizer.momentum_buffers(),
@@ -59,18 +62,30 @@ void take_snapshot(const ch11::Flags& f, std::int64_t steps_done, dist::Linear& 
   ch11::write_snapshot(f.snapshot, f, dist::get_world_size(), s);
 }
 
-// Every rank reads the same file and takes back what the loop had changed. Returns the steps
-// already done: the loop goes on from there.
-std::int64_t resume(const ch11::Flags& f, dist::Linear& model, dist::SGD& optimizer,
-                    dist::Generator& jitter) {
-  const ch11::Snapshot s = ch11::read_snapshot(f.snapshot, f, dist::get_world_size());
+// Every rank calls this (collectives). The ranks agree on the newest copy any machine holds (the
+// most steps done), and the lowest rank that holds it sends it to all; each takes back what the
+// loop had changed. Returns the steps already done (the loop goes on from there) and whose copy
+// it was; nothing when no machine holds a snapshot.
+struct Resumed {
+  std::int64_t steps_done;
+  int from_rank;
+};
+std::optional<Resumed> resume(const ch11::Flags& f, dist::Linear& model, dist::SGD& optimizer,
+                              dist::Generator& jitter) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const std::optional<ch11::Snapshot> mine = ch11::read_local_copy(f, world);
+  const std::int64_t newest = ch11::max_over_ranks(mine ? mine->steps_done : -1);
+  if (newest < 0) return std::nullopt;
+  const auto holder =
+      static_cast<int>(ch11::min_over_ranks(mine && mine->steps_done == newest ? rank : world));
+  const ch11::Snapshot s = ch11::broadcast_snapshot(mine, holder, f, world);
   const std::vector<dist::Parameter*> params = model.parameters();
   for (std::size_t i = 0; i < params.size(); ++i) {
     params[i]->data = s.parameters[i].to(params[i]->data.device());
   }
   optimizer.load_momentum_buffers(s.momentum_buffers);
   jitter.set_state(s.generators[dist::get_rank()]);  // this rank's own stream, where it was
-  return s.steps_done;
+  return Resumed{s.steps_done, holder};
 }
 
 // A crash, as a real one happens: no goodbye to the other ranks, no destructors, no flush.
@@ -104,14 +119,14 @@ int main(int argc, char** argv) {
     const std::int64_t steps_per_epoch = (sampler.num_samples() + f.batch_size - 1) / f.batch_size;
     const std::int64_t total_steps = steps_per_epoch * f.epochs;
 
-    // ---- Step 3: load the snapshot a previous attempt left, if any: every rank reads it
-    std::int64_t done = 0;
-    if (std::filesystem::exists(f.snapshot)) {
-      done = resume(f, model, optimizer, jitter);
+    // ---- Step 3: resume from the newest snapshot any machine holds, if there is one
+    const std::optional<Resumed> resumed = resume(f, model, optimizer, jitter);
+    std::int64_t done = resumed ? resumed->steps_done : 0;
+    if (resumed) {
       const ch11::Position at = ch11::position(done, steps_per_epoch);
       dist::out0() << "attempt " << attempt << ": resumed from " << f.snapshot << " at step "
                    << done << " (epoch " << at.epoch << ", step " << at.step << " of "
-                   << steps_per_epoch << ")";
+                   << steps_per_epoch << "), rank " << resumed->from_rank << "'s copy";
     } else {
       dist::out0() << "attempt " << attempt << ": no snapshot at " << f.snapshot
                    << ", starting at step 0 of " << total_steps;
@@ -161,9 +176,9 @@ int main(int argc, char** argv) {
       for (const dist::Tensor& t : everyone) identical = identical && t.equal(p->data);
     }
     const bool ok = dist::all_ranks_ok(identical && done == total_steps);
+    // The job is done: the next job starts from the beginning, not from this one's end.
+    if (dist::get_local_rank() == 0) std::filesystem::remove(f.snapshot);  // every machine's copy
     if (rank == 0) {
-      // The job is done: the next job starts from the beginning, not from this one's end.
-      std::filesystem::remove(f.snapshot);
       if (ok) {
         dist::out0() << "OK: the replicas are bit-identical, and the job resumed at its "
                         "snapshot's step ("

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -126,9 +127,7 @@ class Reader {
   std::size_t at_ = 0;
 };
 
-}  // namespace
-
-void write_snapshot(const std::string& path, const Flags& f, int world, const Snapshot& s) {
+std::string encode(const Flags& f, int world, const Snapshot& s) {
   std::string bytes(kMagic, 8);
   const std::vector<std::int64_t> shape = run_shape(f, world);
   append(bytes, shape.data(), shape.size());
@@ -138,12 +137,12 @@ void write_snapshot(const std::string& path, const Flags& f, int world, const Sn
     append(bytes, &count, 1);
     for (const dist::Tensor& t : *list) append_tensor(bytes, t);
   }
-  dist::write_file_atomically(path, bytes);
+  return bytes;
 }
 
-Snapshot read_snapshot(const std::string& path, const Flags& f, int world) {
-  std::ifstream in(path, std::ios::binary);
-  Reader r(path, std::string(std::istreambuf_iterator<char>(in), {}));
+// The snapshot in `bytes`, read from `path` (the name its errors give).
+Snapshot decode(const std::string& path, std::string bytes, const Flags& f, int world) {
+  Reader r(path, std::move(bytes));
   char magic[8] = {};
   r.take(magic, 8);
   if (std::memcmp(magic, kMagic, 8) != 0) {
@@ -176,6 +175,71 @@ Snapshot read_snapshot(const std::string& path, const Flags& f, int world) {
                             "damaged; remove it to start again");
   }
   return s;
+}
+
+// One number through an all_reduce, on this rank's device (a GPU's under NCCL).
+std::int64_t reduce_over_ranks(std::int64_t mine, dist::ReduceOp op) {
+  dist::Tensor t = dist::Tensor::from(std::vector<std::int64_t>{mine}, dist::get_device());
+  dist::all_reduce(t, op);
+  return t.to_vector<std::int64_t>()[0];
+}
+
+}  // namespace
+
+void write_snapshot(const std::string& path, const Flags& f, int world, const Snapshot& s) {
+  dist::write_file_atomically(path, encode(f, world, s));
+}
+
+Snapshot read_snapshot(const std::string& path, const Flags& f, int world) {
+  std::ifstream in(path, std::ios::binary);
+  return decode(path, std::string(std::istreambuf_iterator<char>(in), {}), f, world);
+}
+
+std::int64_t max_over_ranks(std::int64_t mine) {
+  return reduce_over_ranks(mine, dist::ReduceOp::MAX);
+}
+
+std::int64_t min_over_ranks(std::int64_t mine) {
+  return reduce_over_ranks(mine, dist::ReduceOp::MIN);
+}
+
+std::optional<Snapshot> read_local_copy(const Flags& f, int world) {
+  std::optional<Snapshot> mine;
+  std::string refused;  // why this rank cannot use its copy
+  if (dist::get_local_rank() == 0 && std::filesystem::exists(f.snapshot)) {
+    try {
+      mine = read_snapshot(f.snapshot, f, world);
+    } catch (const dist::ConfigError& e) {
+      refused = e.what();
+    }
+  }
+  // Every rank learns whether any copy was refused, so that all stop here, and none waits in a
+  // collective for a rank that has left.
+  const int rank = dist::get_rank();
+  const auto first = static_cast<int>(min_over_ranks(refused.empty() ? world : rank));
+  if (first == rank) throw dist::ConfigError(refused);
+  if (first < world) {
+    throw dist::ConfigError("rank " + std::to_string(first) + " refused its machine's copy of " +
+                            f.snapshot + " (its own error says why), so no rank resumes");
+  }
+  return mine;
+}
+
+Snapshot broadcast_snapshot(const std::optional<Snapshot>& mine, int holder, const Flags& f,
+                            int world) {
+  const bool sender = dist::get_rank() == holder;
+  const std::string bytes = sender ? encode(f, world, *mine) : std::string();
+  // The length first, then the bytes as 64-bit words (the collectives move tensors).
+  const std::int64_t length = max_over_ranks(sender ? static_cast<std::int64_t>(bytes.size()) : 0);
+  std::vector<std::int64_t> words(static_cast<std::size_t>((length + 7) / 8));
+  if (sender) std::memcpy(words.data(), bytes.data(), bytes.size());
+  dist::Tensor t = dist::Tensor::from(words, dist::get_device());
+  dist::broadcast(t, holder);
+  words = t.to_vector<std::int64_t>();
+  std::string received(reinterpret_cast<const char*>(words.data()),
+                       static_cast<std::size_t>(length));
+  return decode("rank " + std::to_string(holder) + "'s copy of " + f.snapshot, std::move(received),
+                f, world);
 }
 
 Position position(std::int64_t steps_done, std::int64_t steps_per_epoch) {

@@ -63,6 +63,19 @@ void write_snapshot(const std::string& path, const Flags& f, int world, const Sn
 // dist::ConfigError saying what differs or what is damaged.
 Snapshot read_snapshot(const std::string& path, const Flags& f, int world);
 
+// ---- Where the copies are: every machine's local rank 0 keeps one, in its own --snapshot path.
+// Every rank calls each of the four below: they are collectives.
+// This machine's copy: read by local rank 0, nothing on the other ranks or when there is no file.
+// A copy that belongs to another run stops every rank: the rank that read it throws its
+// dist::ConfigError, the others one that names that rank.
+std::optional<Snapshot> read_local_copy(const Flags& f, int world);
+// Rank `holder`'s snapshot (`mine` there, ignored elsewhere) on every rank: its bytes, broadcast.
+Snapshot broadcast_snapshot(const std::optional<Snapshot>& mine, int holder, const Flags& f,
+                            int world);
+// One number, reduced over all ranks: the largest or the smallest any rank holds.
+std::int64_t max_over_ranks(std::int64_t mine);
+std::int64_t min_over_ranks(std::int64_t mine);
+
 // The position of `steps_done` in epochs: epoch steps_done / steps_per_epoch, at step
 // steps_done % steps_per_epoch of it.
 struct Position {

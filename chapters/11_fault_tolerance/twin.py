@@ -7,11 +7,13 @@ torchrun would start the ranks and restart them, but Debian's torch 1.13 cannot 
 Python 3.11 (it fails at start), so this file is its own small launcher: it starts --nproc
 workers (this file again, with --worker) with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 TORCHELASTIC_RESTART_COUNT set as torchrun sets them; when one fails it stops the others and
-starts them all again, up to --max-restarts times, as torchrun --max-restarts does. Each worker
-loads the snapshot at start when there is one (as multigpu_torchrun.py does) and rank 0 writes it
-every --snapshot-every steps, with every rank's generator state. The workers print the lines
-main.cpp prints; tests/chapters/fault_tolerance_parity.py compares them, and checks that the
-twin's crashed job ends with the bits of its uninterrupted one.
+starts them all again, up to --max-restarts times, as torchrun --max-restarts does. The snapshot
+follows main.cpp's rule: every --snapshot-every steps each machine's LOCAL_RANK 0 writes it, with
+every rank's generator state (all-gathered); at start LOCAL_RANK 0 reads its machine's copy, the
+ranks agree on the newest one (all_reduce MAX of the steps done), and the lowest rank that holds
+it sends it to all (broadcast_object_list). The workers print the lines main.cpp prints;
+tests/chapters/fault_tolerance_parity.py compares them, and checks that the twin's crashed job
+ends with the bits of its uninterrupted one.
 """
 import argparse
 import os
@@ -162,16 +164,18 @@ def worker(args):
     steps_per_epoch = -(-len(sampler) // args.batch_size)
     total = steps_per_epoch * args.epochs
 
-    # Step 3: load the snapshot a previous attempt left, if any: every rank reads it
+    # Step 3: resume from the newest snapshot any machine holds, if there is one
     done = 0
-    if os.path.exists(args.snapshot):
-        snapshot = torch.load(args.snapshot)
+    resumed = resume(torch, dist, args, rank, world)
+    if resumed is not None:
+        snapshot, holder = resumed
         model.load_state_dict(snapshot["model"])
         optimizer.load_state_dict(snapshot["optimizer"])
         jitter.set_state(snapshot["generators"][rank])
         done = snapshot["steps_done"]
         out0(f"attempt {attempt}: resumed from {args.snapshot} at step {done} (epoch "
-             f"{done // steps_per_epoch}, step {done % steps_per_epoch} of {steps_per_epoch})")
+             f"{done // steps_per_epoch}, step {done % steps_per_epoch} of {steps_per_epoch}), "
+             f"rank {holder}'s copy")
     else:
         out0(f"attempt {attempt}: no snapshot at {args.snapshot}, starting at step 0 of {total}")
     resumed_at = done
@@ -214,9 +218,9 @@ def worker(args):
     dist.all_gather(everyone, mine)
     ok = torch.tensor([int(all(torch.equal(t, mine) for t in everyone) and done == total)])
     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if int(os.environ["LOCAL_RANK"]) == 0 and os.path.exists(args.snapshot):
+        os.remove(args.snapshot)  # every machine's copy
     if rank == 0:
-        if os.path.exists(args.snapshot):
-            os.remove(args.snapshot)
         if ok.item() == 1:
             out0(f"OK: the replicas are bit-identical, and the job resumed at its snapshot's step "
                  f"({resumed_at})")
@@ -227,17 +231,36 @@ def worker(args):
 
 
 def save_snapshot(torch, dist, args, done, model, optimizer, jitter):
-    """Every rank gathers its generator state to rank 0 (a collective); rank 0 writes the file
-    whole or not at all: torch.save to a temporary name, then os.replace over the old one."""
+    """Every rank all-gathers the generator states (a collective); each machine's LOCAL_RANK 0
+    writes the file whole or not at all: torch.save to a temporary name, then os.replace over the
+    old one."""
     state = jitter.get_state()
     states = [torch.empty_like(state) for _ in range(dist.get_world_size())]
-    dist.gather(state, states if dist.get_rank() == 0 else None, dst=0)
-    if dist.get_rank() != 0:
+    dist.all_gather(states, state)
+    if int(os.environ["LOCAL_RANK"]) != 0:
         return
-    temporary = f"{args.snapshot}.tmp.{os.getpid()}"
+    temporary = f"{args.snapshot}.tmp.{socket.gethostname()}.{os.getpid()}"
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "generators": states, "steps_done": done}, temporary)
     os.replace(temporary, args.snapshot)
+
+
+def resume(torch, dist, args, rank, world):
+    """(the newest snapshot any machine holds, the rank that sent it), or None when none holds
+    one. Every rank calls it (collectives)."""
+    mine = None
+    if int(os.environ["LOCAL_RANK"]) == 0 and os.path.exists(args.snapshot):
+        mine = torch.load(args.snapshot)
+    newest = torch.tensor([mine["steps_done"] if mine is not None else -1])
+    dist.all_reduce(newest, op=dist.ReduceOp.MAX)
+    if newest.item() < 0:
+        return None
+    holds = mine is not None and mine["steps_done"] == newest.item()
+    holder = torch.tensor([rank if holds else world])
+    dist.all_reduce(holder, op=dist.ReduceOp.MIN)
+    box = [mine]
+    dist.broadcast_object_list(box, src=holder.item())
+    return box[0], holder.item()
 
 
 def main():
