@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
                                                  " values differ, the largest by " +
                                                  scientific(difference->largest) + ")"
                                            : "")
-                   << ", memory as its closed form " << (memory_ok ? "yes" : "no")
+                   << ", model state as its closed form " << (memory_ok ? "yes" : "no")
                    << ", traffic as its closed form " << (bytes_ok ? "yes" : "no");
       return rank == 0 ? dist::kExitFailure : dist::kExitOk;
     }
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
                                  : "stage " + std::to_string(f.stage) +
                                        " ends with DDP's weights, bit for bit (fingerprint " +
                                        print + "); ")
-                 << "memory and traffic are their closed forms";
+                 << "model state and traffic are their closed forms";
     return dist::kExitOk;
   });
 }

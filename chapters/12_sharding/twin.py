@@ -47,11 +47,12 @@ at stages 0 and 1. With --check (the default) the twin checks at stage 1 that
 ZeroRedundancyOptimizer ends with DDP + Adam's weights bit for bit, and at stages 2 and 3 that the
 replay ends with them bit for bit at 1 and 2 ranks, training DDP from the same start. From 3
 ranks on the replay adds the ranks' gradients in another order than Gloo's all_reduce, and Adam
-magnifies the last bit by an amount that grows with --lr (3e-5 at --lr 0.01 on 3 ranks), so no
-tolerance fixed in advance holds: there the twin prints the largest difference and does not
-judge it (the program itself compares bit for bit, against DDP that adds in its stages' order). --prefetch and --data-dir change nothing
-here (the twin reads the IDX files itself). The memory table is a closed form, recomputed here;
-what a rank measures (memory, bytes sent) is the program's own.
+magnifies the last bit by an amount that grows with --lr (1.7e-5 at --lr 0.01 on 3 ranks), so
+no tolerance fixed in advance holds: there the twin prints the largest difference and does not
+judge it (the program compares bit for bit, against DDP adding in its stages' order). --prefetch
+and --data-dir change nothing here (the twin reads the IDX files itself). The model-state table
+is a closed form, recomputed here; what a rank measures (model state, bytes sent) is the
+program's own.
 """
 import argparse
 import os
@@ -112,8 +113,8 @@ def closed_form(stage, world):
 
 
 def print_table():
-    out0("per-rank bytes of model state, fp32 Adam, ZeRO's closed forms (Ψ values, c = Σ⌈n_u/W⌉ ≈ "
-         "Ψ/W; stage 3 also holds one layer whole during its turn):")
+    out0("per-rank bytes of model state, fp32 Adam, ZeRO's closed forms (Ψ values, "
+         "c = Σ⌈n_u/W⌉ ≈ Ψ/W; stage 3 also holds one layer whole during its turn):")
     out0("  stage      parameters  gradients  Adam state" + "".join(
         f"{'W=' + str(w):>12}" for w in (1, 2, 4)))
     forms = ["4Ψ          4Ψ         8Ψ", "4Ψ          4Ψ         8c",

@@ -6,7 +6,7 @@ to 3 ranks, and a wrong weight fails it.
 
 Every run must exit 0 and print one OK line: the stage ends with DDP's weights bit for bit (DDP
 adding each layer's sums in the stage's order, so no tolerance is involved whatever --lr, --seed
-or the data), or, at stage 0 and with --no-check, the weights are not compared; memory and
+or the data), or, at stage 0 and with --no-check, the weights are not compared; model state and
 traffic equal their closed forms. The OK line gives the weights' fingerprint (16 hex digits of a
 hash of their bits), which this test compares across runs, independently of the program's own
 verdict:
@@ -69,7 +69,8 @@ DISTINCT = ["review W=3", "review W=2", "lr 1 W=1", "lr 1 W=3", "lr 1e-6 W=3", "
             "batch 4096 W=3", "64 samples W=2", "1 test image W=3", "seed 1000000 W=3"]
 OK = re.compile(r"^\[rank 0/(\d+)\] OK: (?:stage (\d) ends with DDP's weights, bit for bit "
                 r"\(fingerprint ([0-9a-f]{16})\)|weights not compared \(--no-check or stage 0\), "
-                r"fingerprint ([0-9a-f]{16})); memory and traffic are their closed forms$", re.M)
+                r"fingerprint ([0-9a-f]{16})); model state and traffic are their closed forms$",
+                re.M)
 
 
 def run(bin_dir, data, nproc, stage, flags):
