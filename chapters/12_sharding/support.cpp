@@ -260,6 +260,11 @@ Compared compare(const std::vector<float>& a, const std::vector<float>& b) {
   return c;
 }
 
+std::string describe(const Compared& c, std::size_t values) {
+  return std::to_string(c.differing) + " of " + std::to_string(values) +
+         " values differ, the largest by " + scientific(c.largest);
+}
+
 std::string fingerprint(const std::vector<float>& weights) {
   dist::Parameter all{.name = "weights", .data = dist::Tensor::from(weights), .grad = {}};
   return dist::fingerprint({&all});

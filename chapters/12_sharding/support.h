@@ -185,6 +185,7 @@ struct Compared {
   bool same() const { return differing == 0; }
 };
 Compared compare(const std::vector<float>& a, const std::vector<float>& b);
+std::string describe(const Compared& c, std::size_t values);  // "12 of 631306 values differ, ...".
 // The weights' fingerprint (dist::fingerprint: 16 hex digits, equal exactly when the bits are).
 std::string fingerprint(const std::vector<float>& weights);
 
