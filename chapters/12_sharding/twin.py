@@ -24,11 +24,11 @@ tests/chapters/chapter_check.py parity compares the numbers within a tolerance.
              FSDP's reduce_scatter make of them), and makes one Adam step on the whole model, from
              rank 0's initial weights.
 
-FSDP runs on the CPU with Gloo from torch 2.2 (pytorch #112145). FSDP2,
-torch.distributed.fsdp.fully_shard (2.6; torch.distributed._composable.fsdp in 2.4 and 2.5),
-needed CUDA at first ("FSDP requires CUDA for streams") and takes a CPU device mesh since pytorch
-#136843 and #145935 (early 2025). Stage 3 with one unit per Linear layer, as the program shards
-it, would read:
+FSDP runs on the CPU with Gloo from torch 2.2 (pytorch #112145), given
+device_id=torch.device("cpu"). FSDP2, torch.distributed.fsdp.fully_shard (2.6;
+torch.distributed._composable.fsdp in 2.4 and 2.5), needed CUDA at first ("FSDP requires CUDA for
+streams") and takes a CPU device mesh since pytorch #136843 and #145935 (early 2025). Stage 3
+with one unit per Linear layer, as the program shards it, would read:
 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
