@@ -1,16 +1,17 @@
 // Chapter 12 — sharding: ZeRO's three stages, the last one FSDP, on the ring of chapter 04.
 //
 // DDP (chapters 08, 09) keeps on every rank the whole model, its whole gradient and the whole
-// optimizer state: with Adam, 16 bytes a parameter on each of W ranks, W copies of the same
-// numbers. A ring all_reduce is a reduce_scatter followed by an all_gather, and ZeRO takes it
-// apart there: after the reduce_scatter each rank holds the mean gradient of its 1/W of the
-// parameters only, steps only that shard (so only its optimizer state exists), and the
-// all_gather brings every rank the updated parameters. Same traffic as DDP, a fraction of the
-// memory. Stage 1 shards the optimizer state, stage 2 the gradients too, stage 3 (torch's FSDP)
-// the parameters too: each layer is gathered just before its forward and its backward and freed
-// after. This program trains chapter 09's Fashion-MNIST data on a wider MLP with Adam at the
-// stage --stage names, prints what each rank holds and sends beside the closed forms, and checks
-// that the weights end as DDP's do, by training DDP from the same start in the same run.
+// optimizer state: with Adam, 16 bytes a value on each of W ranks, W copies of the same numbers.
+// A ring all_reduce is a reduce_scatter followed by an all_gather, and ZeRO takes it apart there:
+// after the reduce_scatter each rank holds the mean gradient of its 1/W of the values only, its
+// shard, steps only that (so only its optimizer state exists), and the all_gather brings every
+// rank the updated values. Same traffic as DDP, a fraction of the model state. Stage 1 shards the
+// optimizer state, stage 2 the gradients too, stage 3 (torch's FSDP) the parameters too: each
+// layer is gathered just before its forward and its backward and freed after. This program
+// trains chapter 09's Fashion-MNIST data on a wider MLP with Adam at the stage --stage names,
+// prints the model state each rank holds and the bytes it sends beside the closed forms, and
+// checks that the weights end as DDP's do, bit for bit, by training DDP from the same start in
+// the same run, its sums added in the same order as the stage's.
 //
 // You will learn: ZeRO stages 1-3 and FSDP; a unit of sharding; what a rank holds and sends at
 // each stage, and why the weights do not change; prefetch, the overlap of stage 3.
@@ -19,7 +20,7 @@
 // Run:   ./tutorial run 12       (or: ddprun --standalone --nproc-per-node 2 ch12_sharding)
 // Prints, among other lines:
 //   [rank 0/2] epoch 2/2: train loss 0.6274, test accuracy 79.10%
-//   [rank 0/2] OK: stage 3 ends with DDP's weights, bit for bit; memory and traffic are their ...
+//   [rank 0/2] OK: stage 3 ends with DDP's weights, bit for bit (fingerprint f0f4e2f02bd2b2dd); ...
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
@@ -53,11 +54,13 @@ struct Run {
   std::chrono::steady_clock::duration training_time{};
   std::int64_t trained = 0;         // samples, this rank
   Traffic ddp_traffic;              // stage 0: the closed form for its buckets
+  std::int64_t buckets = 0;         // stage 0: DDP's buckets, bytes (not model state)
   std::int64_t peak_allocated = 0;  // every tensor's bytes, at the training steps' high-water mark
 };
 
-// Trains from rank 0's initial weights at `stage`; prints the epochs when `print`. `Parallel`
-// (support.h) sends each of a step's calls to DDP (stage 0) or to dist::ShardedDataParallel.
+// Trains from rank 0's initial weights at `stage` (kReference: the run the stages are checked
+// against); prints the epochs when `print`. `Parallel` (support.h) sends each of a step's calls
+// to DDP (stage 0), to dist::ShardedDataParallel (1-3) or to the reference.
 Run train(const Flags& f, int stage, const Images& train_set, const Images& test, bool print) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const dist::Device device = dist::get_device();
@@ -105,10 +108,13 @@ Run train(const Flags& f, int stage, const Images& train_set, const Images& test
       parallel.finish_gradient_sync();  // every gradient (or shard of one): the ranks' mean
       adam.step();                      // DDP: the whole model; stages 1-3: this rank's shards
       parallel.after_step();
-      if (run.steps++ == 0) {
-        run.held = measured(model, parallel.ddp.get(), parallel.sharded.get(), adam);
-        run.held_expected = expected(stage, world, parallel.ddp.get());
-        if (parallel.ddp) run.ddp_traffic = ddp_traffic(*parallel.ddp, world);
+      if (run.steps++ == 0 && stage != kReference) {
+        run.held = measured(model, parallel.sharded.get(), adam);
+        run.held_expected = expected(stage, world);
+        if (parallel.ddp) {
+          run.ddp_traffic = ddp_traffic(*parallel.ddp, world);
+          run.buckets = bucket_bytes(*parallel.ddp);
+        }
       }
       loss_sum += loss.loss;
     }
@@ -169,7 +175,7 @@ int main(int argc, char** argv) {
                  << " test images, " << world << (world == 1 ? " rank" : " ranks") << ", batch "
                  << f.batch_size << " per rank";
     dist::out0() << "MLP 196-512-512-512-10: Ψ = " << grouped(psi)
-                 << " parameters in 4 layers, Adam (lr " << f.lr << "); " << stage_name(f.stage)
+                 << " values in 4 layers, Adam (lr " << f.lr << "); " << stage_name(f.stage)
                  << (f.stage == 3 ? (f.prefetch ? ", with prefetch" : ", without prefetch") : "");
 
     // ---- Step 2: train at the stage asked for
@@ -181,7 +187,7 @@ int main(int argc, char** argv) {
                    << "activations, messages in flight)";
     }
 
-    // ---- Step 3: what a rank holds and sends, beside the closed forms
+    // ---- Step 3: what a rank holds of the model state and sends, beside the closed forms
     print_table();
     const Held& h = run.held;
     const Held want = run.held_expected, zero = ideal(f.stage, world);
@@ -189,15 +195,15 @@ int main(int argc, char** argv) {
                  << "step: parameters " << grouped(h.parameters) << " + gradients "
                  << grouped(h.gradients) << " + Adam state " << grouped(h.state) << " = "
                  << grouped(h.total()) << " bytes (" << mib(h.total()) << ")";
-    const std::int64_t extra = want.total() - zero.total();
+    const std::int64_t extra = want.total() - zero.total();  // stages 1, 2: the shards' copies
     dist::out0() << "  closed form " << grouped(zero.total())
-                 << (f.stage == 0   ? " + DDP's buckets "
-                     : f.stage <= 2 ? " + the shards' copies "
-                                    : "")
-                 << (extra > 0 ? grouped(extra) : "")
+                 << (extra > 0 ? " + the shards' copies " + grouped(extra) : "")
                  << (extra > 0 ? " = " + grouped(want.total()) : "")
                  << (h.total() == want.total() && h.parameters == want.parameters ? ": equal"
-                                                                                  : ": DIFFERENT");
+                                                                                  : ": DIFFERENT")
+                 << (f.stage == 0 ? "; DDP's buckets beside it, not model state: " +
+                                        grouped(run.buckets) + " bytes"
+                                  : "");
     std::int64_t largest = 0;
     for (std::int64_t n : unit_numels()) largest = std::max(largest, 4 * n);
     const std::int64_t whole_want = f.stage == 3 ? largest : 4 * psi;
@@ -218,41 +224,37 @@ int main(int argc, char** argv) {
                  << grouped(bytes_want) << ")";
 
     // ---- Step 4: the same weights as DDP, trained from the same start in this run
-    // At 1 and 2 ranks every sum is the same sum (a + b is b + a), so the bits must agree. At 3
-    // and more, DDP's ring adds each bucket's segments in another order than the layers' reduce-
-    // scatters do, and Adam, which divides by the root of each gradient's square, magnifies that
-    // float32 rounding wherever a gradient is near 0: the weights must agree to
-    // torch.testing.assert_close's float32 tolerance.
+    // An elementwise optimizer makes the same bits from the same gradients, and float32 sums the
+    // same bits from the same numbers in the same order: so DDP whose all_reduce of each layer is
+    // the stages' reduce_scatter, then an all_gather (SameOrderDdp, support.h), must end with the
+    // same bits at every world size and --lr. No tolerance to choose.
     std::optional<Compared> difference;
     if (f.check && f.stage != 0) {
-      const Run reference = train(f, 0, train_set, test, /*print=*/false);
+      const Run reference = train(f, kReference, train_set, test, /*print=*/false);
       difference = compare(run.weights, reference.weights);
     }
-    const bool bitwise = world <= 2;
-    const bool same = !difference || (bitwise ? difference->largest == 0 : difference->close);
+    const bool same = !difference || difference->same();
     const bool memory_ok = h.parameters == want.parameters && h.gradients == want.gradients &&
                            h.state == want.state && run.peak_whole == whole_want;
     const bool bytes_ok =
         run.bytes_per_step >= bytes_want - slack && run.bytes_per_step <= bytes_want + slack;
     const bool job_ok = dist::all_ranks_ok(same && memory_ok && bytes_ok);
     dist::destroy_process_group();
+    const std::string print = fingerprint(run.weights);
     if (!job_ok) {
       dist::out0() << "MISMATCH: the weights as DDP's " << (same ? "yes" : "no")
-                   << (difference ? " (largest difference " + scientific(difference->largest) + ")"
-                                  : "")
-                   << ", memory as its closed form " << (memory_ok ? "yes" : "no")
+                   << (same ? "" : " (" + describe(*difference, run.weights.size()) + ")")
+                   << ", model state as its closed form " << (memory_ok ? "yes" : "no")
                    << ", traffic as its closed form " << (bytes_ok ? "yes" : "no");
       return rank == 0 ? dist::kExitFailure : dist::kExitOk;
     }
     dist::out0() << "OK: "
-                 << (!difference
-                         ? "(weights not compared: --no-check or stage 0) "
-                         : "stage " + std::to_string(f.stage) + " ends with DDP's weights, " +
-                               (bitwise ? "bit for bit"
-                                        : "within float32 rounding (largest difference " +
-                                              scientific(difference->largest) + ")") +
-                               "; ")
-                 << "memory and traffic are their closed forms";
+                 << (!difference ? "weights not compared (--no-check or stage 0), fingerprint " +
+                                       print + "; "
+                                 : "stage " + std::to_string(f.stage) +
+                                       " ends with DDP's weights, bit for bit (fingerprint " +
+                                       print + "); ")
+                 << "model state and traffic are their closed forms";
     return dist::kExitOk;
   });
 }

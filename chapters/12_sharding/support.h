@@ -21,8 +21,8 @@
 namespace ch12 {
 
 // The classifier: 196 pixels, three hidden layers of 512, 10 classes. Wider than chapter 09's,
-// so that its 631,306 parameters and Adam's state (10 MB at 16 bytes a parameter) are worth
-// sharding, yet one epoch trains in seconds on two CPU cores.
+// so that its 631,306 values and Adam's state (10 MB at 16 bytes a value) are worth sharding, yet
+// one epoch trains in seconds on two CPU cores.
 constexpr std::int64_t kWidths[] = {196, 512, 512, 512, 10};
 constexpr std::size_t kLayers = 4;
 
@@ -52,13 +52,34 @@ struct Flags {
 // 2 with a message naming the flag otherwise).
 std::optional<Flags> parse_flags(int argc, char** argv);
 
+// The run the stages are checked against (--check): DDP's step, every rank stepping the whole
+// model with the mean gradient, where each layer's mean is chapter 04's ring all_reduce as its
+// two halves, reduce_scatter_tensor and then all_gather_into_tensor, of the layer's gradient
+// divided by W and padded to W chunks, as ShardedDataParallel lays it out. A stage adds each
+// value's W gradients with the same call on the same chunk, so in the same order, and an
+// elementwise optimizer then makes the same bits: the weights must be equal whatever W, --lr or
+// the data. DDP's buckets (stage 0) add in other orders from 3 ranks on; the last bit then
+// differs, and Adam magnifies that more at a larger --lr, so no fixed tolerance would hold.
+class SameOrderDdp {
+ public:
+  explicit SameOrderDdp(Mlp& model);  // a collective: every rank takes rank 0's weights
+  void average_gradients();           // every gradient becomes the mean over the ranks
+
+ private:
+  Mlp* model_;
+};
+constexpr int kReference = -1;  // the "stage" that trains SameOrderDdp
+
 // A step's calls, the same for every stage. Stage 0 is chapter 09's DDP: a layer's gradients
 // are ready after its backward, finish_gradient_sync averages them, and the other calls have
-// nothing to do. Stages 1-3 are dist::ShardedDataParallel (dist/sharded.h).
+// nothing to do. Stages 1-3 are dist::ShardedDataParallel (dist/sharded.h). kReference is
+// SameOrderDdp, which averages in finish_gradient_sync.
 class Parallel {
  public:
   Parallel(Mlp& model, const Flags& f, int stage) : model_(&model) {
-    if (stage == 0) {
+    if (stage == kReference) {
+      reference = std::make_unique<SameOrderDdp>(model);
+    } else if (stage == 0) {
       ddp = std::make_unique<dist::DistributedDataParallel>(
           model.parameters(), dist::DdpOptions{.bucket_cap_mb = f.bucket_mb});
     } else {
@@ -68,7 +89,7 @@ class Parallel {
   }
   // What the optimizer steps: the whole model (DDP), or this rank's shard of each layer.
   std::vector<dist::Parameter*> optimized() {
-    return ddp ? model_->parameters() : sharded->shards();
+    return sharded ? sharded->shards() : model_->parameters();
   }
   void before_forward(std::size_t u) {
     if (sharded) sharded->before_forward(u);  // stage 3: gather layer u (prefetch: and u+1)
@@ -86,14 +107,18 @@ class Parallel {
   void finish_gradient_sync() {
     if (ddp) ddp->finish_gradient_sync();
     if (sharded) sharded->finish_gradient_sync();  // stage 1: reduce_scatter every gradient now
+    if (reference) reference->average_gradients();
   }
   void after_step() {
     if (sharded) sharded->after_step();  // stages 1, 2: all_gather the updated shards
   }
-  std::int64_t bytes_sent() const { return ddp ? ddp->bytes_sent() : sharded->bytes_sent(); }
+  std::int64_t bytes_sent() const {
+    return ddp ? ddp->bytes_sent() : sharded ? sharded->bytes_sent() : 0;
+  }
 
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   std::unique_ptr<dist::ShardedDataParallel> sharded;
+  std::unique_ptr<SameOrderDdp> reference;
 
  private:
   Mlp* model_;
@@ -101,7 +126,9 @@ class Parallel {
 
 // ---- What a rank holds and sends
 
-// What one rank holds for the model, in bytes: parameters, gradients, the optimizer's state.
+// What one rank holds of the model state, in bytes: parameters, gradients, the optimizer's state
+// (ZeRO's "model states"). Not the process's memory: activations, messages in flight and
+// temporary buffers such as DDP's buckets are outside it (ZeRO counts them as residual states).
 struct Held {
   std::int64_t parameters = 0, gradients = 0, state = 0;
   std::int64_t total() const { return parameters + gradients + state; }
@@ -112,13 +139,15 @@ std::vector<std::int64_t> unit_numels();  // the layers' values: n_u
 // padding): the paper's accounting, and torch's, whose flat parameters are views of the model.
 Held ideal(int stage, int world);
 // What this rank holds now (DDP: `ddp`; stages 1-3: `sharded`; the other is null).
-Held measured(Mlp& model, const dist::DistributedDataParallel* ddp,
-              const dist::ShardedDataParallel* sharded, const dist::Adam& adam);
-// What it should hold between steps: ZeRO's form, plus what this library keeps by design. DDP's
-// buckets, a copy of the gradients (torch's too, unless gradient_as_bucket_view=True); at stages
-// 1 and 2 the shard (and at stage 1 its gradient) is a copy beside the whole model, since
-// dist::Tensor has no views (ShardedDataParallel::expected_memory counts them).
-Held expected(int stage, int world, const dist::DistributedDataParallel* ddp);
+Held measured(Mlp& model, const dist::ShardedDataParallel* sharded, const dist::Adam& adam);
+// What it should hold between steps: ZeRO's form, plus what this library keeps by design: at
+// stages 1 and 2 the shard (and at stage 1 its gradient) is a copy beside the whole model, since
+// dist::Tensor has no views (ShardedDataParallel::expected_memory counts them). So here stage 1
+// holds 8Ψ + 16c, no less than DDP's 16Ψ until c < Ψ/2, that is from 3 ranks on.
+Held expected(int stage, int world);
+// DDP's buckets, in bytes: a packed copy of the gradients for the all_reduce, a temporary buffer
+// beside the model state (torch's DDP keeps one too, unless gradient_as_bucket_view=True).
+std::int64_t bucket_bytes(const dist::DistributedDataParallel& ddp);
 // The bytes DDP's all_reduces send per rank per step, and how far the count may be from it: a
 // ring all_reduce of a bucket of n values sends 2n(W-1)/W of them (a value more or less per half,
 // as the ring's segments are n/W rounded); Gloo's backend sends a bucket of at most 128 KiB to
@@ -149,12 +178,15 @@ std::string grouped(std::int64_t n);
 std::string mib(std::int64_t bytes);
 std::string scientific(double value);  // "3.1e-07"
 
-// Two runs' weights, value by value: the largest difference, and whether every value is within
-// torch.testing.assert_close's float32 tolerance, |a - b| <= 1e-5 + 1.3e-6 |b|.
+// Two runs' weights, value by value: how many differ in any bit, and the largest difference.
 struct Compared {
+  std::int64_t differing = 0;
   double largest = 0;
-  bool close = true;
+  bool same() const { return differing == 0; }
 };
 Compared compare(const std::vector<float>& a, const std::vector<float>& b);
+std::string describe(const Compared& c, std::size_t values);  // "12 of 631306 values differ, ...".
+// The weights' fingerprint (dist::fingerprint: 16 hex digits, equal exactly when the bits are).
+std::string fingerprint(const std::vector<float>& weights);
 
 }  // namespace ch12

@@ -7,13 +7,15 @@ The program checks itself with the library's own closed forms (ShardedDataParall
 expected_memory and expected_bytes_sent); this test computes them again, independently, from the
 model's layer sizes, and compares every number the program prints:
   - the table of ZeRO's closed forms (stages 0-3 at W = 1, 2, 4);
-  - the bytes a rank holds after a step: ZeRO's form plus what the library keeps by design
-    (DDP's buckets at stage 0: a copy of the gradients; at stage 1 the shards and their
-    gradients, at stage 2 the shards: copies beside the whole model);
+  - the model state a rank holds after a step: ZeRO's form plus what the library keeps by design
+    (at stage 1 the shards and their gradients, at stage 2 the shards: copies beside the whole
+    model), and at stage 0 DDP's buckets beside it (a temporary buffer, not model state);
   - the parameter bytes whole at once during a step: the largest layer at stage 3, the model else;
   - the bytes sent per rank per step: passes * 4 * sum(ceil(n_u / W)) * (W - 1) at stages 1-3
     (2 passes, 3 at stage 3), and DDP's buckets' at stage 0 (ddp_traffic);
-  - the verdict: OK, bit for bit with DDP at 1 and 2 ranks, and within float32 rounding above;
+  - the verdict: OK, bit for bit with DDP (adding in the stages' order) at every world size;
+  - the weights' fingerprints: every stage at one world size ends with the same bits, and at 1
+    and 2 ranks (where a sum of two is the same in either order) chapter 09's DDP too;
 and that prefetch changes nothing but timing: stage 3 prints the same epochs with and without.
 Each run has a 120 s deadline. Exit 0 when every run holds.
 """
@@ -45,11 +47,9 @@ def ideal(stage, world):
 
 
 def held(stage, world):
-    """What this library holds: ZeRO's accounting, plus DDP's buckets or the shards' copies."""
+    """The model state this library holds: ZeRO's accounting, plus the shards' copies."""
     p, g, s = ideal(stage, world)
     c = chunks(world)
-    if stage == 0:
-        return p, g + 4 * PSI, s
     if stage == 1:
         return p + 4 * c, g + 4 * c, s
     if stage == 2:
@@ -104,6 +104,12 @@ def check(bin_dir, data, nproc, stage, extra=()):
     if not any(m.startswith(line) for m in mine):
         problems.append(f"no line starting {line!r}")
     whole = 4 * max(UNITS) if stage == 3 else 4 * PSI
+    buckets = f"; DDP's buckets beside it, not model state: {4 * PSI:,} bytes" if stage == 0 else ""
+    closed = (f"  closed form {sum(ideal(stage, nproc)):,}"
+              + (f" + the shards' copies {p + g + s - sum(ideal(stage, nproc)):,} = {p + g + s:,}"
+                 if stage in (1, 2) else "") + f": equal{buckets}")
+    if closed not in mine:
+        problems.append(f"no line {closed!r}")
     if f"parameters whole at once during a step: {whole:,} bytes" not in "\n".join(mine):
         problems.append(f"the parameters whole at once are not {whole:,} bytes")
     sent = re.search(r"^bytes sent per rank per step: ([\d,]+) ", "\n".join(mine), re.M)
@@ -115,25 +121,34 @@ def check(bin_dir, data, nproc, stage, extra=()):
     if not sent or abs(number(sent.group(1)) - want) > slack:
         problems.append(f"bytes sent per step {sent and sent.group(1)}; the closed form is {want:,.0f}")
     verdict = [m for m in mine if m.startswith("OK: ")]
-    wanted = ("(weights not compared" if stage == 0 or "--no-check" in extra else
-              f"stage {stage} ends with DDP's weights, " +
-              ("bit for bit" if nproc <= 2 else "within float32 rounding"))
+    wanted = ("weights not compared" if stage == 0 or "--no-check" in extra else
+              f"stage {stage} ends with DDP's weights, bit for bit")
     if len(verdict) != 1 or wanted not in verdict[0]:
         problems.append(f"the verdict is {verdict}, not one saying {wanted!r}")
-    return problems, [m for m in mine if m.startswith("epoch ")]
+    printed = re.search(r"fingerprint ([0-9a-f]{16})", verdict[0]) if len(verdict) == 1 else None
+    return (problems, [m for m in mine if m.startswith("epoch ")],
+            printed.group(1) if printed else None)
 
 
 def main():
     bin_dir = sys.argv[1]
     failed = 0
+    prints = {}  # world size -> {stage: fingerprint}
     with tempfile.TemporaryDirectory() as data:
         for nproc, stage in CASES:
-            problems, _ = check(bin_dir, data, nproc, stage)
+            problems, _, print_ = check(bin_dir, data, nproc, stage)
             print(f"{nproc} ranks, stage {stage}: {'; '.join(problems) or 'holds'}", flush=True)
             failed += bool(problems)
+            prints.setdefault(nproc, {})[stage] = print_
+        # Every stage ends with the same bits at one world size (DDP's too at 1 and 2 ranks).
+        for nproc, by_stage in prints.items():
+            alike = {s: p for s, p in by_stage.items() if s != 0 or nproc <= 2}
+            if len(set(alike.values())) > 1:
+                print(f"{nproc} ranks: the stages end with other weights: {alike}")
+                failed += 1
         # Prefetch only moves a gather earlier: the same collectives, so the same epochs.
-        with_, epochs_with = check(bin_dir, data, 2, 3, ["--no-check"])
-        without, epochs_without = check(bin_dir, data, 2, 3, ["--no-check", "--no-prefetch"])
+        with_, epochs_with, _ = check(bin_dir, data, 2, 3, ["--no-check"])
+        without, epochs_without, _ = check(bin_dir, data, 2, 3, ["--no-check", "--no-prefetch"])
         same = epochs_with == epochs_without and len(epochs_with) == 1
         print(f"2 ranks, stage 3 with and without prefetch: "
               f"{'; '.join(with_ + without) or ('the same epochs' if same else 'other epochs')}")

@@ -31,7 +31,8 @@ namespace {
 std::int64_t model_state_bytes(int stage, const std::vector<std::int64_t>& unit_numels, int world) {
   // TODO(exercise): the bytes for each stage, in closed form (with W = world, c_u = ceil(n_u / W)
   // the values of unit u's shard, padding included, and Psi the sum of the n_u):
-  //   stage 0, DDP: parameters, gradients and Adam's moments, whole: 4 Psi + 4 Psi + 8 Psi;
+  //   stage 0, DDP: parameters, gradients and Adam's moments, whole: 4 Psi + 4 Psi + 8 Psi
+  //            (DDP's buckets are a communication buffer, printed beside the model state);
   //   stage 1: Adam's moments for the shards only; the whole parameters and gradients stay, and
   //            each shard and its gradient are copies beside them (dist::Tensor has no views);
   //   stage 2: the gradients sharded too: a unit's gradient is whole only during its backward
@@ -154,6 +155,11 @@ int main(int argc, char** argv) {
         for (const dist::Parameter* p : params) {
           bytes += static_cast<std::int64_t>(p->data.nbytes() + p->grad.nbytes());
         }
+        std::int64_t buckets = 0;  // DDP's: a packed copy of the gradients, not model state
+        for (const auto& bucket : ddp->buckets()) {
+          buckets += static_cast<std::int64_t>(bucket.buffer.nbytes());
+        }
+        in_flight = std::max(in_flight, buckets);
       }
       held = std::max(held, bytes);
     };

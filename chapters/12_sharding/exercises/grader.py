@@ -138,7 +138,7 @@ def model_state_bytes(stage, world, units=UNITS):
     psi, largest = sum(units), max(units)
     chunks = sum(-(-n // world) for n in units)  # each unit padded to W chunks of ceil(n / W)
     sharded = 16 * chunks                        # each shard, its gradient, Adam's moments of it
-    return {0: 16 * psi,                         # DDP: all of it whole
+    return {0: 16 * psi,                         # DDP: all of it whole (buckets: not counted)
             1: 8 * psi + sharded,                # whole parameters and gradients (shards: copies)
             2: 4 * psi + 4 * largest + sharded,  # one unit's gradient whole, in its backward
             3: 8 * largest + sharded}[stage]     # one unit whole, with its gradient

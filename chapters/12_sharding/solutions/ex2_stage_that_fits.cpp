@@ -42,7 +42,7 @@ std::int64_t model_state_bytes(int stage, const std::vector<std::int64_t>& unit_
   const std::int64_t sharded = 16 * chunks;
   switch (stage) {
     case 0:
-      return 16 * psi;  // DDP: everything whole
+      return 16 * psi;  // DDP: everything whole (its buckets: a buffer, not model state)
     case 1:
       return 4 * psi + 4 * psi + sharded;  // whole parameters and gradients stay
     case 2:
@@ -163,6 +163,11 @@ int main(int argc, char** argv) {
         for (const dist::Parameter* p : params) {
           bytes += static_cast<std::int64_t>(p->data.nbytes() + p->grad.nbytes());
         }
+        std::int64_t buckets = 0;  // DDP's: a packed copy of the gradients, not model state
+        for (const auto& bucket : ddp->buckets()) {
+          buckets += static_cast<std::int64_t>(bucket.buffer.nbytes());
+        }
+        in_flight = std::max(in_flight, buckets);
       }
       held = std::max(held, bytes);
     };
