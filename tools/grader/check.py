@@ -7,9 +7,10 @@
   check.py BIN_DIR NN-exK --program PATH --expect-fail [TEXT]
                                               the tests' mode: exit 0 only if the grader FAILs the
                                               program (and its message holds TEXT)
-  check.py BIN_DIR NN-exK --program PATH --expect-mutant-fail
+  check.py BIN_DIR NN-exK --program PATH --expect-mutant-fail NAME
                                               the same, TEXT being the `expect` of the exercise's
-                                              mutation (its one deliberate mistake)
+                                              mutation NAME (chapters/NN_name/solutions/
+                                              mutations.py: one deliberate mistake each)
 
 Each exercise runs under ddprun at the world sizes its grader names (chapters/NN_name/exercises/
 grader.py), with a deadline per run, and is judged by what its ranks print: PASS, or FAIL with
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests/readme"))
 from check_syllabus import read_table  # noqa: E402  (the lesson table, parsed once)
 from grading import Fail, grade  # noqa: E402
+from mutate import load_mutations  # noqa: E402
 
 
 def lesson_programs():
@@ -74,8 +76,8 @@ def main(argv):
     parser.add_argument("--program", help="the program to grade (one exercise only)")
     parser.add_argument("--expect-fail", nargs="?", const="", default=None, metavar="TEXT",
                         help="succeed only if the grader fails the program (with TEXT)")
-    parser.add_argument("--expect-mutant-fail", action="store_true",
-                        help="--expect-fail with the text of the exercise's mutation")
+    parser.add_argument("--expect-mutant-fail", metavar="NAME",
+                        help="--expect-fail with the text of the exercise's mutation NAME")
     args = parser.parse_args(argv[1:])
     programs = lesson_programs()
     for name in args.exercises:
@@ -86,10 +88,15 @@ def main(argv):
     if args.program and len(args.exercises) != 1:
         print("check: --program grades one exercise")
         return 2
-    if args.expect_mutant_fail:
-        mutation = load_exercise(args.exercises[0]).mutation
+    if args.expect_mutant_fail is not None:
+        name = args.exercises[0]
+        chapter, _, short = name.partition("-")
+        mutations = load_mutations(sorted(ROOT.glob(f"chapters/{chapter}_*/solutions/"
+                                                    "mutations.py"))[0], short)
+        mutation = next((m for m in mutations if m.name == args.expect_mutant_fail), None)
         if mutation is None:
-            print(f"check: {args.exercises[0]}'s grader names no mutation")
+            print(f"check: {name} has no mutation '{args.expect_mutant_fail}' (it has "
+                  f"{', '.join(m.name for m in mutations)})")
             return 2
         args.expect_fail = mutation.expect
 

@@ -13,7 +13,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "06_seeds", "exercises"))
-from grading import Exercise, Fail, Mutation  # noqa: E402
+from grading import Exercise, Fail  # noqa: E402
 from torch_generator import TorchGenerator, multinomial_with_replacement, randperm  # noqa: E402
 
 WEIGHTS = [1, 1, 1, 1, 6]  # ex2's weights, as the program has them
@@ -136,28 +136,15 @@ EXERCISES = {
         title="post D's DistributedSampler against PyTorch 1.13's",
         judge=judge_post_d,
         worlds=(2, 3),  # on 3 ranks one index is too few: the assert fails (W > 2n)
-        hint="post D's __iter__, line for line",
-        mutation=Mutation(
-            find="for (std::int64_t i = rank; i < total_size; i += world) "
-                 "mine.push_back(indices[i]);",
-            replace="for (std::int64_t i = rank * num_samples; i < (rank + 1) * num_samples; ++i)\n"
-                    "    mine.push_back(indices[i]);  // a contiguous block",
-            expect="post D's sampler gives rank")),
+        hint="post D's __iter__, line for line"),
     "ex2": Exercise(
         title="a distributed WeightedRandomSampler",
         judge=judge_weighted,
         worlds=(2, 3),
-        hint="the same weighted draw on every rank (seed + epoch), every W-th index kept",
-        mutation=Mutation(find="g.manual_seed(static_cast<std::uint64_t>(seed + epoch));",
-                          replace="g.manual_seed(static_cast<std::uint64_t>(seed));\n"
-                                  "  static_cast<void>(epoch);  // left out of the seed",
-                          expect="the epoch is not in the seed")),
+        hint="the same weighted draw on every rank (seed + epoch), every W-th index kept"),
     "ex3": Exercise(
         title="why pad: the same number of steps on every rank",
         judge=judge_equal_steps,
         worlds=(2, 3, 4),
-        hint="count this rank's batches, then all_reduce MIN and MAX",
-        mutation=Mutation(find="dist::all_reduce(lo, dist::ReduceOp::MIN);",
-                          replace="dist::all_reduce(lo, dist::ReduceOp::MAX);",
-                          expect="the fewest is")),
+        hint="count this rank's batches, then all_reduce MIN and MAX"),
 }
