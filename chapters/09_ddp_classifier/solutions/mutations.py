@@ -16,7 +16,34 @@ MUTATIONS = {
         Mutation(name="loss_not_scaled",
                  find="loss.grad *= 1.0 / kMicro;\n",
                  replace="",
-                 expect="the bigger batch's steps give"),
+                 expect="times their mean)"),
+        Mutation(name="divided_by_world",
+                 find="loss.grad *= 1.0 / kMicro;",
+                 replace="loss.grad *= 1.0 / (kMicro * dist::get_world_size());",
+                 expect="DDP's all_reduce already averages over the ranks"),
+        Mutation(name="no_sync_missing",
+                 find="        if (m + 1 < kMicro) local.emplace(ddp_a);\n",
+                 replace="",
+                 expect="one for every micro-batch"),
+        # torch's habit, `with ddp.no_sync(): loss.backward()`: the guard has ended before
+        # average_gradients() sends.
+        Mutation(name="no_sync_around_backward",
+                 find="        if (m + 1 < kMicro) local.emplace(ddp_a);\n"
+                      "        auto [x, y] = samples(rank, step, m * kBatch, kBatch);\n"
+                      "        dist::MseLoss loss = dist::mse_loss(accumulated.forward(x), y);\n"
+                      "        loss.grad *= 1.0 / kMicro;\n"
+                      "        accumulated.backward(loss.grad);\n",
+                 replace="        auto [x, y] = samples(rank, step, m * kBatch, kBatch);\n"
+                         "        dist::MseLoss loss = dist::mse_loss(accumulated.forward(x), y);\n"
+                         "        loss.grad *= 1.0 / kMicro;\n"
+                         "        if (m + 1 < kMicro) {\n"
+                         "          local.emplace(ddp_a);\n"
+                         "          accumulated.backward(loss.grad);\n"
+                         "          local.reset();  // ended before average_gradients()\n"
+                         "        } else {\n"
+                         "          accumulated.backward(loss.grad);\n"
+                         "        }\n",
+                 expect="one scoped around backward alone has ended"),
     ],
     "ex3": [
         Mutation(name="negative_overlap",
