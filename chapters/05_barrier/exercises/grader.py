@@ -24,8 +24,8 @@ def judge_take_turns(run):
     if written != expected:
         raise Fail(f"rank 0 read the log back as {', '.join(written)}; in turns it is "
                    f"{', '.join(expected)}",
-                   "W turns: in turn t only rank t writes, and every rank, writer or not, then "
-                   "calls barrier()")
+                   "a barrier holds a rank only until every rank has called it: does every "
+                   "rank, writer or not, call the same barriers?")
 
 
 def judge_rank0_fails(run):
@@ -35,27 +35,27 @@ def judge_rank0_fails(run):
         if line is None:
             raise Fail(f"rank {rank} never said what it saw: it was still waiting when the job "
                        f"ended. {run.report()}",
-                       "rank 0's exception skipped the barrier that releases the others: "
-                       "publish its status instead (dist::zero_first)")
+                       "rank 0's exception skipped the barrier that releases the others: they "
+                       "can only wait. How do they learn that rank 0 failed?")
         ran = line.split(";")[0].endswith("yes")
         waited, _, seen = line.partition("after ")[2].partition(" ms saw: ")
         if rank == 0:
             if not ran or "404" not in seen:
                 raise Fail(f"rank 0 says '{line}'; it runs the download first and sees its own "
                            "error, the mirror's 404",
-                           "rank 0's exception comes out of zero_first unchanged: catch it there")
+                           "rank 0 should see its own exception: where is it caught?")
             continue
         if ran:
             raise Fail(f"rank {rank} ran the download although rank 0's had failed ('{line}'): "
                        "rank 0's failure never reached it",
-                       "let the failure out of the lambda: zero_first publishes it only when the "
-                       "lambda throws")
+                       "zero_first tells the other ranks only what comes out of its lambda: "
+                       "does the failure get out?")
         if "rank 0 failed inside zero_first" not in seen:
             raise Fail(f"rank {rank} saw '{seen}'; it should be told that rank 0 failed inside "
                        "zero_first",
                        "with post C's guard, rank 0's exception skips the barrier that releases "
                        "the others: they learn nothing until rank 0 goes away or the timeout "
-                       "ends. Run the download through dist::zero_first")
+                       "ends")
         if int(waited) > TIMEOUT_S * 1000 // 2:
             raise Fail(f"rank {rank} learnt of rank 0's failure after {waited} ms, near the "
                        f"{TIMEOUT_S} s timeout; it should know at once")
@@ -68,7 +68,8 @@ EXERCISES = {
         worlds=(2, 3, 4),
         deadline_s=30,
         args=("--timeout", "10"),
-        hint="W turns, one barrier per turn on every rank: rank t writes in turn t"),
+        hint="a rank may write only once every rank before it has written, and barrier() is "
+             "the only way to wait; every rank must make the same calls"),
     "ex2": Exercise(
         title="rank 0 fails inside zero_first; the others are told at once",
         judge=judge_rank0_fails,
@@ -78,5 +79,6 @@ EXERCISES = {
         # The judge reads what each rank reports, whatever the exit code: a version that lets an
         # error end a rank is told which rank said nothing, rather than only "exit code 1".
         any_exit_code=True,
-        hint="dist::zero_first tells the waiting ranks when rank 0's lambda throws"),
+        hint="the waiting ranks must learn of rank 0's failure without waiting for their "
+             "timeout"),
 }

@@ -61,8 +61,8 @@ def judge_post_d(run):
                               else f"post D's sampler gives rank {rank} {expected}")
                     raise Fail(f"with {count_of(n, 'index', 'indices')} in epoch {epoch}, "
                                f"{said}; {should}",
-                               "pad with indices[:total_size - n] (never more than n entries), "
-                               "then take indices[rank:total_size:W]")
+                               "compare with post D's __iter__ line by line: its padding, then "
+                               "its subsampling")
     count = run.value(0, r"post D's assert fails on (\d+) of", int, "post D's assert fails on N")
     expected = sum(post_d_shard(n, world, 0, 0) is None
                    for n in range(1, 41) for world in range(1, 9))
@@ -91,8 +91,9 @@ def judge_weighted(run):
             raise Fail(f"rank {rank}'s draws in epoch {epoch} are {got}{why}; its share of the "
                        f"one weighted draw of {PER_RANK * w} (seed + epoch = {epoch}) is "
                        f"{expected}",
-                       "every rank draws the same num_samples * W indices from a generator "
-                       "seeded with seed + epoch, and keeps every W-th from its rank on")
+                       "the ranks' shares are parts of one draw that every rank makes alike: "
+                       "do your ranks draw the same, and take their parts as "
+                       "DistributedSampler does?")
 
 
 def judge_equal_steps(run):
@@ -114,12 +115,14 @@ def judge_equal_steps(run):
                            f"{count_of(naive, 'step', 'steps')}; its "
                            f"range [{n * rank // w}, {n * (rank + 1) // w}) takes "
                            f"{count_of(steps[rank], 'step', 'steps')}",
-                           "rank r reads [n r / W, n (r + 1) / W), in batches rounded up")
+                           "how many indices does this rank's range hold, and how many batches "
+                           "do they make?")
             if (lo, hi) != (min(steps), max(steps)):
                 raise Fail(f"{where}, rank {rank} says the naive step counts run from {lo} to "
                            f"{hi}; over the ranks ({steps}) the fewest is {min(steps)} and the "
                            f"most {max(steps)}",
-                           "one all_reduce with ReduceOp::MIN, one with ReduceOp::MAX")
+                           "the fewest and the most over the ranks: each rank knows only its "
+                           "own count")
             even = ceil_div(ceil_div(n, w), batch)  # the padded shard's batches, on every rank
             if (padded, plo, phi) != (even, even, even):
                 raise Fail(f"{where}, rank {rank} says DistributedSampler gives "
@@ -141,10 +144,12 @@ EXERCISES = {
         title="a distributed WeightedRandomSampler",
         judge=judge_weighted,
         worlds=(2, 3),
-        hint="the same weighted draw on every rank (seed + epoch), every W-th index kept"),
+        hint="one weighted draw, the same on every rank and new each epoch, shared out as "
+             "DistributedSampler shares its indices"),
     "ex3": Exercise(
         title="why pad: the same number of steps on every rank",
         judge=judge_equal_steps,
         worlds=(2, 3, 4),
-        hint="count this rank's batches, then all_reduce MIN and MAX"),
+        hint="each rank knows only its own number of steps; the fewest and the most are over "
+             "every rank"),
 }

@@ -25,8 +25,9 @@ def judge_no_broadcast(run):
         if not close(after, start, abs_=1e-4):
             raise Fail(f"rank {rank}'s gap to rank 0 after 4 epochs is {after:g}; with every "
                        f"rank stepping on the same averaged gradient it stays {start:g}",
-                       "divide each parameter's grad by world_size and all_reduce it with SUM, "
-                       "for every parameter, between backward and the step")
+                       "the replicas stay apart by the same gap only if every rank steps on "
+                       "the same gradient: is each parameter's gradient the mean over the "
+                       "ranks when the step is taken?")
         ddp = run.value(rank, r"with DistributedDataParallel: w - rank 0's w = (\S+)$",
                         what="with DistributedDataParallel: ...")
         if ddp != 0:
@@ -49,7 +50,7 @@ def judge_sum_not_mean(run):
             raise Fail(f"rank {rank} trains DDP at learning rate {ddp_lr:g}; the sum of {w} "
                        f"ranks' gradients is {w} times their mean, so DDP needs {LR} x {w} = "
                        f"{LR * w:g}",
-                       "multiply the learning rate by dist::get_world_size()")
+                       "how many times larger than their mean is the sum of W gradients?")
         for name in ("w", "b"):
             summed = run.value(rank, rf"SUM at lr \S+: .*\b{name} = ([^,\s]+)", what="SUM ...")
             mean = run.value(rank, rf"mean \(DDP\) at lr \S+: .*\b{name} = ([^,\s]+)",
@@ -120,7 +121,7 @@ def check_scaling(run, base_lr, where=""):
             raise Fail(f"{where}rank {rank} trains at learning rate {lr:g}{rule}; global batches "
                        f"of {w} x {BATCH} take {w} times fewer steps an epoch, so the linear "
                        f"scaling rule gives {base_lr:g} x {w} = {scaled:g}",
-                       "multiply the base learning rate by world_size")
+                       "how many times fewer steps does an epoch take on W ranks?")
     ours, alone = replay(w, scaled), replay(1, base_lr)
     for epoch in range(1, EPOCHS + 1):
         line = f"epoch {epoch}: loss "
@@ -159,7 +160,8 @@ EXERCISES = {
         title="DDP without its broadcast: the replicas never meet",
         judge=judge_no_broadcast,
         worlds=(2, 3),
-        hint="average every parameter's gradient over the ranks: grad /= W, then all_reduce(SUM)"),
+        hint="without the broadcast the replicas start apart: what must be the same on every "
+             "rank for them to keep their gap?"),
     "ex2": Exercise(
         title="summed gradients are DDP at world_size times the learning rate",
         judge=judge_sum_not_mean,
@@ -169,5 +171,5 @@ EXERCISES = {
         title="the linear scaling rule: W ranks at W times the lr track one process",
         judge=judge_linear_scaling,
         worlds=(1, 2, 3, 4),
-        hint="W ranks take W times fewer steps an epoch: scale the learning rate with world_size"),
+        hint="W ranks take W times fewer steps an epoch, each on a W times larger batch"),
 }

@@ -49,9 +49,9 @@ def judge_complete_snapshot(run):
         if mine != ref:
             raise Fail(f"rank {rank} ends with x = {mine} after the crash and the restart; the "
                        f"uninterrupted job ends with x = {ref}",
-                       "the snapshot must hold everything the loop changes: the momentum "
-                       "buffer, and every rank's own generator state (gathered to rank 0, "
-                       "each rank restoring its own)")
+                       "a resumed job continues bit for bit only if the snapshot holds "
+                       "everything the loop changes, on every rank: what else does the loop "
+                       "change besides x?")
 
 
 def expected_fold(world, samples=42, batch_size=4, epochs=3):
@@ -82,9 +82,9 @@ def judge_exact_position(run):
             if line != f"final: x = {want} after {steps} steps":
                 raise Fail(f"rank {rank} of {name} says '{line}'; {steps} steps from x = 1 end "
                            f"with x = {want}",
-                           "the snapshot of step 10 falls in the middle of an epoch: start in "
-                           "that epoch, at the step within it (done % steps_per_epoch), so that "
-                           "no step is done twice or skipped")
+                           "the snapshot of step 10 falls in the middle of an epoch: which "
+                           "epoch, and which step within it? No step may be done twice or "
+                           "skipped")
 
 
 EXERCISES = {
