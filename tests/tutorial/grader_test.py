@@ -178,13 +178,14 @@ def not_started(bin_dir, _build_dir):
             if row not in out.splitlines():
                 fail(f"no row '{row}'", out)
         # An edited starter is graded, with its hint (the program graded is this build's starter,
-        # which fails); the untouched one stays "not started".
-        starter = tree / "chapters/04_all_reduce/exercises/ex2_sum_from_all_gather.cpp"
+        # which fails); the untouched one stays "not started"; the rows keep the syllabus' order.
+        starter = tree / "chapters/04_all_reduce/exercises/ex1_weighted_mean.cpp"
         starter.write_text(starter.read_text() + "// started\n")
         code, out = check(bin_dir, "04-ex1", "04-ex2", check_py=check_py)
         lines = out.splitlines()
-        if code != 1 or "04-ex1     not started" not in lines or "04-ex2     FAIL" not in lines:
-            fail(f"an edited starter was not graded beside an untouched one (exit {code})", out)
+        if code != 1 or lines[-3:-1] != ["04-ex1     FAIL", "04-ex2     not started"]:
+            fail(f"an edited starter was not graded beside an untouched one, in a table in the "
+                 f"syllabus' order (exit {code})", out)
         if sum(line.startswith("  hint: ") for line in lines) != 1:
             fail("the edited starter's FAIL should come with its hint, and only it", out)
         # Named alone, an untouched starter is graded, with its hint.

@@ -291,6 +291,7 @@ def main(argv):
             results[name] = does_not_compile(name, paths[name], errors)
         else:
             results[name] = check_one(name, args.bin_dir, paths[name])
+    results = {name: results[name] for name in args.exercises}  # the table in the syllabus' order
 
     if expecting:
         name = args.exercises[0]
