@@ -10,3 +10,13 @@ function(dist_project_warnings target)
     # operator+, a false positive (GCC bug 105329, fixed in GCC 13).
     $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>,$<VERSION_LESS:$<CXX_COMPILER_VERSION>,13>>:-Wno-restrict>)
 endfunction()
+
+# The programs a workshop participant edits (the exercises' starters, chapters/*/exercises/): the
+# same warnings, shown but never fatal, so that an unused variable in a half-written attempt
+# still builds and can be graded. Their solutions and mutants are project code, and keep -Werror.
+function(dist_participant_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+      -Wno-missing-field-initializers>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>,$<VERSION_LESS:$<CXX_COMPILER_VERSION>,13>>:-Wno-restrict>)
+endfunction()

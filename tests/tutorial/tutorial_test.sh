@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ./tutorial's own logic, without building or running a lesson: how it reads the rank fields of
-# the lesson table, and the backend column of `./tutorial doctor` (the library's own choice,
-# asked of tools/backend_probe).
+# the lesson table, where `./tutorial reset` keeps a participant's version, and the backend column
+# of `./tutorial doctor` (the library's own choice, asked of tools/backend_probe).
 #
 #   tutorial_test.sh REPO_ROOT BIN_DIR
 set -euo pipefail
@@ -24,6 +24,37 @@ for bad in "" 0 two 2,x 2x x2 -1; do
   if ranks_per_machine "$bad" >/dev/null 2>&1; then fail "ranks_per_machine accepted '$bad'"; fi
 done
 echo "ok    ranks per machine: N, N,M and MxN read as the most ranks on one machine"
+
+# ---- reset: the starter back from git, the participant's version kept outside build/ (so that
+# rm -rf build keeps it) and ignored by git. In a git repository of its own, made here: the
+# source tree is never touched.
+if ! command -v git >/dev/null 2>&1; then
+  echo "skip  reset: no git here (reset restores a starter from git's HEAD)"
+else
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  starter=chapters/04_all_reduce/exercises/ex1_weighted_mean.cpp
+  mkdir -p "$tmp/$(dirname "$starter")"
+  cp "$root/tutorial" "$root/.gitignore" "$tmp/"
+  cp "$root/chapters/lessons.txt" "$tmp/chapters/"
+  cp "$root/$starter" "$tmp/$starter"
+  git -C "$tmp" init -q
+  git -C "$tmp" add -A
+  git -C "$tmp" -c user.name=test -c user.email=test@test.invalid commit -q -m starter
+  echo "// my attempt" >>"$tmp/$starter"
+  said=$("$tmp/tutorial" reset 04-ex1 2>&1) || fail "tutorial reset 04-ex1 failed: $said"
+  kept=$(find "$tmp/exercises-kept" -name '*-ex1_weighted_mean.cpp' 2>/dev/null)
+  if [ -z "$kept" ] || [ "$(wc -l <<<"$kept")" -ne 1 ]; then
+    fail "reset kept no copy in exercises-kept/: $said"
+  fi
+  tail -n 1 "$kept" | grep -qx "// my attempt" || fail "the kept copy is not the participant's version"
+  cmp -s "$root/$starter" "$tmp/$starter" || fail "reset did not put the starter back"
+  grep -q "kept in exercises-kept/" <<<"$said" || fail "reset did not say where it kept the version: $said"
+  [ ! -e "$tmp/build" ] || fail "reset wrote into build/"
+  [ -z "$(git -C "$tmp" status --porcelain)" ] || fail "git does not ignore exercises-kept/: $(git -C "$tmp" status --porcelain)"
+  "$tmp/tutorial" --help | grep -q "exercises-kept/" || fail "--help does not say where reset keeps a version"
+  echo "ok    reset: the starter back, the attempt kept in exercises-kept/ (git-ignored, not in build/)"
+fi
 
 # ---- backend_probe: one line per count, the library's choice and its reason.
 out=$("$bin/backend_probe" 1 2 4)

@@ -3,7 +3,10 @@
 // tested together.
 #include <dist/flight_recorder.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <filesystem>
@@ -116,13 +119,49 @@ TEST(DdprunFlight, PlacesARankAfterItsLastCallNotInAnEarlierFailedOne) {
                    "send/recv)"}));
 }
 
+// Without the ranks' exits, every way to end without a record is named, none asserted.
 TEST(DdprunFlight, NamesARankThatWroteNoRecord) {
   Folder dir;
   dir.write(0, 3, {kSum, with_state(kSum, State::kTimedOut)}, "timeout");
   EXPECT_EQ(ddprun::diagnose_flight(dir.path(), {0, 1, 2}),
             (Lines{"rank 0 waits in all_reduce #2 (SUM, torch.float32, 4 elements)",
-                   "ranks 1, 2 each wrote no record: killed (SIGKILL) before it could write one, "
-                   "or it never made its process group"}));
+                   "ranks 1, 2 each wrote no record: it ended on its own (an exit code), was "
+                   "killed with SIGKILL, or never made its process group; the summary above says "
+                   "how it ended"}));
+}
+
+// The most common distributed bug, a collective called on one rank only: the other rank finishes
+// its program and exits 0. It was not killed, and the line says so.
+TEST(DdprunFlight, SaysARankThatExitedZeroFinishedItsProgram) {
+  Folder dir;
+  dir.write(0, 2, {with_state(kSum, State::kFailed)}, "failure");
+  EXPECT_EQ(ddprun::diagnose_flight(dir.path(), {0, 1}, {{0, W_EXITCODE(1, 0)}, {1, 0}}),
+            (Lines{"rank 0 waits in all_reduce #1 (SUM, torch.float32, 4 elements)",
+                   "rank 1 wrote no record: it exited with code 0: it finished its program, and "
+                   "a rank that ends normally writes none; the calls the others wait in are ones "
+                   "it never made (a collective called on some ranks only?)"}));
+}
+
+TEST(DdprunFlight, TellsEachWayOfEndingWithoutARecordApart) {
+  Folder dir;
+  dir.write(0, 5, {kSum, kSum}, "SIGTERM");  // every call finished: nobody waits
+  EXPECT_EQ(ddprun::diagnose_flight(
+                dir.path(), {0, 1, 2, 3, 4},
+                {{1, W_EXITCODE(3, 0)}, {2, SIGKILL}, {3, W_EXITCODE(3, 0)}, {4, SIGSEGV}}),
+            (Lines{"rank 0 last finished #2 and is in no collective (in the program's own code, "
+                   "or in a send/recv)",
+                   "ranks 1, 3 each wrote no record: it exited with code 3 on an error of its "
+                   "own before any collective of its own failed (or before it made its process "
+                   "group): its error line says why",
+                   "rank 2 wrote no record: it was killed by SIGKILL, which leaves no time to "
+                   "write one",
+                   "rank 4 wrote no record: it was killed by signal 11 (SIGSEGV) before it had "
+                   "made its process group"}));
+  Folder other;
+  other.write(0, 2, {kSum});
+  EXPECT_EQ(ddprun::diagnose_flight(other.path(), {0, 1}, {{1, 0}})[1],
+            "rank 1 wrote no record: it exited with code 0: it finished its program, and a rank "
+            "that ends normally writes none");
 }
 
 TEST(DdprunFlight, SaysNothingWithoutRecords) {
@@ -139,8 +178,8 @@ TEST(DdprunFlight, NamesAFileItCannotRead) {
   const Lines lines = ddprun::diagnose_flight(dir.path(), {0, 1});
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[1],
-            "rank 1 wrote no record: killed (SIGKILL) before it could write one, or it "
-            "never made its process group");
+            "rank 1 wrote no record: it ended on its own (an exit code), was killed with SIGKILL, "
+            "or never made its process group; the summary above says how it ended");
   EXPECT_EQ(lines[2], "rank_1.json cannot be read: the file ends early");
 }
 

@@ -1,7 +1,9 @@
 // Who hung where, from the ranks' flight records (flight.h).
 #include "flight.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -189,8 +191,45 @@ std::optional<FlightRecord> parse_flight_record(const std::string& text, std::st
   return record;
 }
 
+namespace {
+
+// Why a rank wrote no record, from how it ended (a waitpid() status; none: ddprun did not see it
+// end). A rank writes one when a collective of its own fails or times out, at SIGTERM, SIGUSR1
+// and at a crash signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE), once it has made its process group.
+// `others_wait`: another rank's record ends in a call that did not finish.
+std::string why_no_record(std::optional<int> status, bool others_wait) {
+  if (!status) {
+    return "it ended on its own (an exit code), was killed with SIGKILL, or never made its "
+           "process group; the summary above says how it ended";
+  }
+  if (WIFEXITED(*status) && WEXITSTATUS(*status) == 0) {
+    return std::string(
+               "it exited with code 0: it finished its program, and a rank that ends "
+               "normally writes none") +
+           (others_wait ? "; the calls the others wait in are ones it never made (a collective "
+                          "called on some ranks only?)"
+                        : "");
+  }
+  if (WIFEXITED(*status)) {
+    return "it exited with code " + std::to_string(WEXITSTATUS(*status)) +
+           " on an error of its own before any collective of its own failed (or before it made "
+           "its process group): its error line says why";
+  }
+  const int signal = WTERMSIG(*status);
+  if (signal == SIGKILL) return "it was killed by SIGKILL, which leaves no time to write one";
+  const std::string name = "signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+  if (signal == SIGTERM || signal == SIGUSR1 || signal == SIGSEGV || signal == SIGBUS ||
+      signal == SIGABRT || signal == SIGFPE) {
+    return "it was killed by " + name + " before it had made its process group";
+  }
+  return "it was killed by " + name + ", at which a rank writes nothing";
+}
+
+}  // namespace
+
 std::vector<std::string> diagnose_flight(const std::string& dir,
-                                         const std::vector<int>& expected_ranks) {
+                                         const std::vector<int>& expected_ranks,
+                                         const RankExits& exits) {
   std::map<int, FlightRecord> records;
   std::vector<std::string> unreadable;
   std::error_code error;
@@ -220,14 +259,28 @@ std::vector<std::string> diagnose_flight(const std::string& dir,
     const std::string prefix = by_group.size() > 1 ? "group " + std::to_string(group) + ": " : "";
     diagnose_group(calls_by_rank, prefix, lines);
   }
-  std::vector<int> silent;
-  for (int rank : expected_ranks) {
-    if (records.count(rank) == 0) silent.push_back(rank);
+  bool others_wait = false;
+  for (const auto& [rank, record] : records) {
+    if (!record.calls.empty() && !finished(record.calls.back())) others_wait = true;
   }
-  if (!silent.empty()) {
-    lines.push_back(rank_list(silent) + (silent.size() == 1 ? " wrote" : " each wrote") +
-                    " no record: killed (SIGKILL) before it could write one, or it never made "
-                    "its process group");
+  // The ranks without a record, grouped by why (in the order of their first rank).
+  std::vector<std::pair<std::string, std::vector<int>>> silent;
+  for (int rank : expected_ranks) {
+    if (records.count(rank) != 0) continue;
+    const auto found = exits.find(rank);
+    const std::string why = why_no_record(
+        found == exits.end() ? std::nullopt : std::optional<int>(found->second), others_wait);
+    auto same = std::find_if(silent.begin(), silent.end(),
+                             [&](const auto& entry) { return entry.first == why; });
+    if (same == silent.end()) {
+      silent.push_back({why, {rank}});
+    } else {
+      same->second.push_back(rank);
+    }
+  }
+  for (const auto& [why, ranks] : silent) {
+    lines.push_back(rank_list(ranks) + (ranks.size() == 1 ? " wrote" : " each wrote") +
+                    " no record: " + why);
   }
   lines.insert(lines.end(), unreadable.begin(), unreadable.end());
   return lines;
@@ -269,9 +322,10 @@ bool has_kept_attempts(const std::string& dir) {
 
 }  // namespace
 
-void report_flight_attempt(const FlightDir& dir, int attempt, const std::vector<int>& local_ranks) {
+void report_flight_attempt(const FlightDir& dir, int attempt, const std::vector<int>& local_ranks,
+                           const RankExits& exits) {
   if (dir.path.empty()) return;
-  const std::vector<std::string> lines = diagnose_flight(dir.path, local_ranks);
+  const std::vector<std::string> lines = diagnose_flight(dir.path, local_ranks, exits);
   if (lines.empty()) return;
   const std::string kept = dir.path + "/attempt_" + std::to_string(attempt);
   say("attempt " + std::to_string(attempt) + ": who was where, from the ranks' flight records (" +
@@ -289,10 +343,11 @@ void report_flight_attempt(const FlightDir& dir, int attempt, const std::vector<
   }
 }
 
-void report_flight(const FlightDir& dir, int exit_code, const std::vector<int>& local_ranks) {
+void report_flight(const FlightDir& dir, int exit_code, const std::vector<int>& local_ranks,
+                   const RankExits& exits) {
   if (dir.path.empty()) return;
   const std::vector<std::string> lines =
-      exit_code != 0 ? diagnose_flight(dir.path, local_ranks) : std::vector<std::string>{};
+      exit_code != 0 ? diagnose_flight(dir.path, local_ranks, exits) : std::vector<std::string>{};
   if (!lines.empty()) {
     say("who was where, from the ranks' flight records in " + dir.path + ":");
     for (const std::string& line : lines) say("  " + line);

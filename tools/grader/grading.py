@@ -5,14 +5,19 @@ program runs under ddprun at each world size the exercise names, and a judge rea
 printed, works out what the right answer is by itself (a closed form, or a second computation),
 and says what is wrong. A chapter's grader.py defines
 
-    EXERCISES = {"ex1": Exercise(title=..., worlds=(1, 2, 3), judge=..., hint=...,
-                                 mutation=Mutation(find=..., replace=..., expect=...)), ...}
+    EXERCISES = {"ex1": Exercise(title=..., worlds=(1, 2, 3), judge=..., hint=...), ...}
 
-The judge gets a Run (one world size) and raises Fail("what is wrong", hint="what to try") at
-the first thing that is wrong; returning means that world size passes. The mutation is one
-deliberate mistake in the solution (its text `find`, replaced by `replace`); the tests build that
-mutant and require the grader to fail it with a message containing `expect`, so a grader that
-checks too little cannot pass unnoticed.
+The judge gets a Run (one world size) and raises Fail("what is wrong", hint="where to look") at
+the first thing that is wrong; returning means that world size passes. A hint points at the
+mistake without handing over the answer: it names the property that is broken or the place to
+look, not the line to write (participants read it before they read the solution).
+
+The chapter's mutants sit beside its solutions, in chapters/NN_name/solutions/mutations.py, since
+they quote solution lines: MUTATIONS = {"ex1": [Mutation(name=..., find=..., replace=...,
+expect=...), ...]}. Each is one deliberate mistake in the solution (its text `find`, replaced by
+`replace`); the tests build every mutant and require the grader to fail it with a message
+containing `expect`, so a grader that checks too little cannot pass unnoticed. An exercise may
+have several, one per mistake its judge names.
 
 Only Python's standard library is used: participants' machines need no PyTorch to be graded.
 """
@@ -26,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 RANK_LINE = re.compile(r"^\[rank (\d+)/(\d+)\] (.*)$")
+DDPRUN_PREFIX = "ddprun: "
+MAX_ERROR_LINES = 8  # of the ranks' errors in a failure's message: enough for one per rank
 
 
 class Number(float):
@@ -51,9 +58,13 @@ class Fail(Exception):
 
 @dataclass
 class Mutation:
+    name: str     # what the mistake is, as a word or two for file and test names: "per_rank_means"
     find: str     # a text that occurs exactly once in the solution
     replace: str  # the deliberate mistake
     expect: str   # a text the grader's FAIL message must contain for this mistake
+
+
+MUTATION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass
@@ -98,6 +109,49 @@ class Run:
         text = (self.stdout + self.stderr).strip().splitlines()
         return "\n".join("      " + line for line in text[-count:])
 
+    def errors(self, limit=MAX_ERROR_LINES):
+        """The ranks' own error lines, in the order they were written: each "[rank r/W] error: ..."
+        line with the lines that continue it (a message of several lines), and whatever a rank
+        wrote without its prefix (a crash's "terminate called ...") – never ddprun's own lines.
+        At most `limit` lines, then a line saying how many more there were."""
+        found = []
+        for stream in (self.stderr, self.stdout):
+            in_error = False
+            for line in stream.splitlines():
+                rank_line = RANK_LINE.match(line)
+                if rank_line:
+                    in_error = rank_line.group(3).startswith("error: ")
+                    if in_error:
+                        found.append(line)
+                elif line.startswith(DDPRUN_PREFIX) or not line.strip():
+                    in_error = False
+                elif stream is self.stderr or in_error:
+                    found.append(line)  # a continuation, or a rank's unprefixed text
+        if len(found) > limit:
+            found = found[:limit] + [f"(and {len(found) - limit} more lines from the ranks)"]
+        return found
+
+    def summary(self):
+        """ddprun's summary of the job (from its "---- summary ----" line on: how each rank ended,
+        and who was where), or its last lines when it printed none."""
+        lines = [line for line in self.stderr.splitlines() if line.startswith(DDPRUN_PREFIX)]
+        start = next((i for i, line in enumerate(lines) if line.endswith("---- summary ----")),
+                     max(0, len(lines) - 8))
+        return lines[start:]
+
+    def report(self):
+        """What a participant needs to see of a job that failed: the ranks' own error lines first,
+        then ddprun's summary; the last lines the job printed when there is neither."""
+        errors, summary = self.errors(), self.summary()
+        if not errors and not summary:
+            return f"Last lines:\n{self.tail()}"
+        parts = []
+        if errors:
+            parts.append("The ranks' errors:\n" + "\n".join("      " + e for e in errors))
+        if summary:
+            parts.append("ddprun's summary:\n" + "\n".join("      " + s for s in summary))
+        return "\n    ".join(parts)
+
 
 @dataclass
 class Exercise:
@@ -106,7 +160,6 @@ class Exercise:
     worlds: tuple = (2, 3)
     args: tuple = ()
     hint: str = ""
-    mutation: Optional[Mutation] = None
     deadline_s: int = 60
     # A run that must exit non-zero (an exercise about a failing job) sets this: the judge then
     # sees every run, whatever its exit code.
@@ -155,7 +208,7 @@ def run_command(command, world, deadline_s, env=None):
         except subprocess.TimeoutExpired:
             out, err = stop_group(proc)
             raise Fail(f"the job on {world} ranks did not end within {deadline_s} s; it was "
-                       f"stopped. Last lines:\n{Run(world, -9, out, err).tail()}",
+                       f"stopped. {Run(world, -9, out, err).report()}",
                        "a rank waits for a collective the others never call: every rank must "
                        "make the same calls in the same order") from None
     return Run(world, proc.returncode, out, err, command)
@@ -190,7 +243,7 @@ def grade(exercise, bin_dir, program, report=print):
                              exercise.env)
         if run.returncode != 0 and not exercise.any_exit_code:
             raise Fail(f"on {world} rank{'s' if world > 1 else ''} the job exited with code "
-                       f"{run.returncode}. Last lines:\n{run.tail()}",
+                       f"{run.returncode}. {run.report()}",
                        exercise.hint or None)
         try:
             exercise.judge(run)

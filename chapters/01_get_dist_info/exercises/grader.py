@@ -6,7 +6,7 @@ one-machine jobs each exercise runs as "two machines" on this one: one ddprun pe
 """
 import os
 
-from grading import Exercise, Fail, Mutation, free_port, run_ddprun, run_together
+from grading import Exercise, Fail, free_port, run_ddprun, run_together
 
 # world_size -> (machines, ranks per machine) for the runs of both exercises.
 LAYOUTS = {1: (1, 1), 3: (1, 3), 4: (2, 2), 6: (3, 2)}
@@ -46,13 +46,15 @@ def judge_main_process(run):
             if said.get(guard) != answer:
                 raise Fail(f"rank {rank} answers '{said.get(guard)}' for the {guard}; it should "
                            f"answer '{answer}' {where(run, rank)}",
-                           "before init only the launcher's variables know the rank: RANK is "
-                           "the rank in the job, LOCAL_RANK only the index on one machine")
+                           "before init only the launcher's variables know the rank; of those, "
+                           "which one numbers the processes of the whole job, not of one "
+                           "machine?")
     counts = run.value(0, r"^main processes: (.*)$", str, "main processes: ...")
     right = f"naive guard before init {w}, launcher's RANK before init 1, after init 1"
     if counts != right:
         raise Fail(f"rank 0 counts '{counts}'; over the {w} processes it is '{right}'",
-                   "all_reduce the three 0/1 flags with SUM: the sum over ranks is the count")
+                   "each rank knows only its own three answers: a count over the ranks needs "
+                   "every rank's, added up by a collective")
 
 
 def judge_machine_and_gpu(run):
@@ -63,8 +65,8 @@ def judge_machine_and_gpu(run):
                  f"(cuda:{rank % per_machine} under nccl)")
         if line != right:
             raise Fail(f"rank {rank} says '{line}'; it is on '{right}' {where(run, rank)}",
-                       "ranks are numbered machine by machine: rank = machine * "
-                       "local_world_size + local_rank")
+                       "ranks are numbered machine by machine, local_world_size of them on each: "
+                       "how many ranks come before this machine's first one?")
     taken = run.value(0, r"^ranks on each \(machine, local_rank\): (.*)$", str,
                       "ranks on each (machine, local_rank): tensor(...)")
     right = "tensor([" + ", ".join(["1"] * run.world) + "])"
@@ -79,17 +81,12 @@ EXERCISES = {
         judge=judge_main_process,
         worlds=(1, 3, 4),  # 4: two machines of two ranks, where LOCAL_RANK 0 is two processes
         runner=run_machines,
-        hint="before init, read the rank the launcher set; count with one all_reduce SUM",
-        mutation=Mutation(find="dist::read_launch_env().rank.value_or(0) == 0",
-                          replace="dist::read_launch_env().local_rank.value_or(0) == 0",
-                          expect="for the launcher's RANK before init")),
+        hint="before init only the launcher's variables tell a process who it is in the job; "
+             "a count over the ranks needs every rank's answer"),
     "ex2": Exercise(
         title="rank from machine and local rank",
         judge=judge_machine_and_gpu,
         worlds=(3, 4, 6),  # one machine of 3, two of 2, three of 2
         runner=run_machines,
-        hint="machine = rank / local_world_size; the GPU slot is local_rank",
-        mutation=Mutation(find="info.rank / info.local_world_size",
-                          replace="info.rank / info.world_size",
-                          expect="ranks are numbered machine by machine")),
+        hint="ranks are numbered machine by machine, local_world_size of them on each"),
 }

@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from grading import Exercise, Fail, Mutation
+from grading import Exercise, Fail
 
 CHAPTER = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHAPTER))
@@ -39,9 +39,9 @@ def judge_predict_torch(run):
         if prediction != torch_cell:
             raise Fail(f"case {number} ({text}): you predict '{prediction}'; torch 1.13 "
                        f"does '{torch_cell}'",
-                       "given rank or world_size, torch asserts that the URL's query holds "
-                       "neither and writes them into it; then only env:// reads RANK and "
-                       "WORLD_SIZE, for what the query lacks (torch/distributed/rendezvous.py)")
+                       "read torch 1.13's torch/distributed/rendezvous.py for this case: what "
+                       "does it do with rank and world_size given as arguments, and which "
+                       "scheme's handler reads the environment?")
         if library != library_cell:
             raise Fail(f"case {number} ({text}): this library did '{library}', and the README "
                        f"says '{library_cell}'",
@@ -59,8 +59,8 @@ def judge_missing_rank(run):
             raise Fail(f"rank {rank} says '{said}'; with world_size {w + 1} on {w} "
                        f"process{'es' if w > 1 else ''}, init should time out naming the rank "
                        f"that never came: '{right}'",
-                       "init with world_size W + 1 and catch the dist::TimeoutError: its what() "
-                       "names the missing rank")
+                       "a rank never comes when the world size counts more processes than were "
+                       "started; init's error when its timeout ends says which")
 
 
 EXERCISES = {
@@ -68,14 +68,12 @@ EXERCISES = {
         title="predict what torch does with rank and world_size from three sources",
         judge=judge_predict_torch,
         worlds=(3,),  # the three sources number the ranks apart only from 3 ranks on
-        hint="only env:// reads the environment; arguments and a URL query never mix",
-        mutation=Mutation(find='if (c.scheme == "env") {', replace='if (c.scheme != "file") {',
-                          expect="you predict 'environment'")),
+        hint="torch/distributed/rendezvous.py decides each case: what each scheme's handler "
+             "reads, and what happens before it"),
     "ex2": Exercise(
         title="a rank that never comes is named",
         judge=judge_missing_rank,
         worlds=(1, 2, 3),
-        hint="init with world_size W + 1 and a short timeout; catch dist::TimeoutError",
-        mutation=Mutation(find="wrong.world_size = world + 1;", replace="wrong.world_size = world;",
-                          expect="init should time out naming the rank")),
+        hint="which world size leaves one rank that never comes? init says so when its "
+             "timeout ends"),
 }

@@ -7,7 +7,7 @@ and the judge reads the times they print.
 """
 import shlex
 
-from grading import Exercise, Fail, Mutation, free_port, run_ddprun, run_together
+from grading import Exercise, Fail, free_port, run_ddprun, run_together
 
 # What a launcher sets, unset for the processes started by hand: nothing tells them their rank.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
@@ -29,15 +29,15 @@ def run_by_hand_then_launched(bin_dir, program, world, exercise):
     if by_hand.returncode != 0:
         raise Fail(f"started by hand on {world} ranks (`{shlex.join(commands[-1][len(unset) + 1:])}`"
                    f" and the others, no RANK or WORLD_SIZE set), a rank exited with code "
-                   f"{by_hand.returncode}. Last lines:\n{by_hand.tail()}",
-                   "by hand nothing sets RANK and WORLD_SIZE: pass --rank and --world-size to "
-                   "init_process_group (options.rank, options.world_size)")
+                   f"{by_hand.returncode}. {by_hand.report()}",
+                   "started by hand, nothing sets RANK and WORLD_SIZE: the flags are all a "
+                   "process knows of its rank and the world size")
     by_hand.launched = run_ddprun(bin_dir, program, world, list(exercise.args),
                                   exercise.deadline_s)
     if by_hand.launched.returncode != 0:
         raise Fail(f"under ddprun on {world} ranks (no flags), a rank exited with code "
-                   f"{by_hand.launched.returncode}. Last lines:\n{by_hand.launched.tail()}",
-                   "without the flags (-1), leave rank and world_size to RANK and WORLD_SIZE")
+                   f"{by_hand.launched.returncode}. {by_hand.launched.report()}",
+                   "under ddprun no flag is given: then the launcher's variables must decide")
     return by_hand
 
 
@@ -74,15 +74,18 @@ def judge_late_arrival(run):
         if late_ms < rank * stagger_ms - 150:
             raise Fail(f"rank {rank} says it called init {late_ms:.0f} ms after rank 0; it slept "
                        f"{rank * stagger_ms} ms first",
-                       "take the time just before init_process_group, after the sleep")
+                       "a late rank sleeps first: its call time is the moment it calls init, "
+                       "after its sleep")
         if latest[rank] != called[last]:
             raise Fail(f"rank {rank} says the last rank called init at {latest[rank]} ns; the "
                        f"last call was rank {last}'s, at {called[last]} ns",
-                       "all_reduce the call times with MAX: every rank gets the latest")
+                       "every rank needs the latest of all the ranks' call times: which "
+                       "reduction of them gives the latest?")
         if returned[rank] < called[last]:
             raise Fail(f"rank {rank} says init returned at {returned[rank]} ns, before rank "
                        f"{last} called it at {called[last]} ns",
-                       "take the time just after init_process_group returns")
+                       "init returns only once every rank has called it: when is the return "
+                       "time taken?")
 
 
 STAGGER_MS = "300"
@@ -93,17 +96,12 @@ EXERCISES = {
         judge=judge_one_program,
         worlds=(2, 3),
         runner=run_by_hand_then_launched,
-        hint="--rank and --world-size go to init_process_group; without them, RANK and "
-             "WORLD_SIZE",
-        mutation=Mutation(find="options.world_size = world_flag;",
-                          replace="options.world_size = 2;",
-                          expect="started by hand on 3 ranks")),
+        hint="the flags when they are given, the launcher's variables when they are not"),
     "ex2": Exercise(
         title="ranks that start late",
         judge=judge_late_arrival,
         worlds=(2, 3),
         args=("--stagger-ms", STAGGER_MS),
-        hint="time init_process_group on the steady clock; all_reduce MAX the call times",
-        mutation=Mutation(find="dist::ReduceOp::MAX", replace="dist::ReduceOp::MIN",
-                          expect="the last call was rank")),
+        hint="init waits for the last rank: time its call and its return, and share the "
+             "latest call with every rank"),
 }

@@ -5,25 +5,56 @@ with every rank's line; tools/grader/grading.py runs the program at each world s
 """
 import re
 
-from grading import Exercise, Fail, Mutation, close
+from grading import Exercise, Fail, close
 
 
 def judge_weighted_mean(run):
     w = run.world
     expected = 10.0 * (2 * w + 1) / 3  # sum_r 10 (r + 1)^2 / sum_r (r + 1)
+    means = []
     for rank in range(w):
         count = run.value(rank, r"samples: (\S+),", what="samples: N")
         if count != rank + 1:
             raise Fail(f"rank {rank} says it holds {count:g} samples; it holds {rank + 1}",
                        "keep the starter's count and value: rank r holds r + 1 samples")
-        mean = run.value(rank, r"global mean: (\S+)$", what="global mean: X")
-        if not close(mean, expected):
-            per_rank = sum(10.0 * (r + 1) for r in range(w)) / w
-            why = (" (the mean of the per-rank means: each rank weighed alike)"
-                   if close(mean, per_rank) else "")
-            raise Fail(f"rank {rank} says the global mean is {mean:g}{why}; over all samples it "
-                       f"is {expected:g}",
-                       "all-reduce the sum of the values and the count, then divide once")
+        means.append(run.value(rank, r"global mean: (\S+)$", what="global mean: X"))
+    wrong = [r for r in range(w) if not close(means[r], expected)]
+    if wrong:
+        rank = wrong[0]
+        # The mistakes a participant makes, each recognised by what every rank prints.
+        own = [10.0 * (r + 1) for r in range(w)]
+        per_rank = sum(own) / w                             # the mean of the per-rank means
+        unweighted = sum(own) / sum(r + 1 for r in range(w))  # each rank's value counted once
+        if all(close(m, o) for m, o in zip(means, own)):
+            why, hint = (" (its own samples' mean: nothing came from the other ranks)",
+                         "the other ranks' samples reach this rank only through a collective")
+        elif all(close(m, per_rank) for m in means):
+            why, hint = (" (the mean of the per-rank means: each rank weighed alike)",
+                         "a rank with 4 samples must weigh 4 times as much as a rank with 1")
+        elif all(close(m, unweighted) for m in means):
+            why, hint = (f" (the sum of the ranks' values, {sum(own):g}, over the number of "
+                         f"samples, {sum(r + 1 for r in range(w))}: each rank's value counted "
+                         "once, not once for each of its samples)",
+                         "what is the sum of the values of all the samples a rank holds?")
+        elif any(not close(m, means[0]) for m in means):
+            why, hint = (f" and rank 0 says {means[0]:g}: the ranks disagree",
+                         "every rank must end with the same number")
+        else:
+            why, hint = "", None
+        raise Fail(f"rank {rank} says the global mean is {means[rank]:g}{why}; over all samples "
+                   f"it is {expected:g}", hint)
+    if w == 1:
+        return  # one rank needs no collective: the count is judged from 2 ranks on
+    for rank in range(w):
+        made = run.value(rank, r"collectives made: (.*)$", str, "collectives made: N (...)")
+        if made != "1 (all_reduce)":
+            count, _, ops = made.partition(" ")
+            calls = ("no collective" if count == "0" else
+                     f"{count} collective{'s' if count != '1' else ''} {ops}".rstrip())
+            raise Fail(f"rank {rank} made {calls} to get the mean; the task asks for a single "
+                       "all_reduce",
+                       "one all_reduce reduces every element of its tensor: a tensor can carry "
+                       "more than one number")
 
 
 def tensor_values(text):
@@ -53,7 +84,7 @@ def judge_sum_from_all_gather(run):
         if by_hand != expected:
             raise Fail(f"rank {rank}'s sum from all_gather is {by_hand}; the sum over every rank "
                        f"is {expected}",
-                       "all_gather into a vector of tensors, then add every rank's tensor")
+                       "which ranks' tensors went into your sum? all_gather brings every rank's")
         received = run.value(rank, r"elements received by all_gather: (\S+)$", int,
                              "elements received by all_gather: N")
         if received != (w - 1) * w:
@@ -67,16 +98,11 @@ EXERCISES = {
         title="the mean over all samples when ranks hold different counts",
         judge=judge_weighted_mean,
         worlds=(1, 2, 3, 4),  # with 1 rank any mean is right; from 2 on, the weights matter
-        hint="all-reduce the sum of the values and the count, then divide once",
-        mutation=Mutation(find="totals.item(0) / totals.item(1)",
-                          replace="totals.item(0) / dist::get_world_size()",
-                          expect="global mean is")),
+        hint="the mean over all samples is the sum of every sample's value over the number of "
+             "samples, and each rank holds a part of both"),
     "ex2": Exercise(
         title="SUM from all_gather, compared with all_reduce",
         judge=judge_sum_from_all_gather,
         worlds=(1, 2, 3),
-        hint="all_gather every rank's tensor, then add them on this rank",
-        mutation=Mutation(find="for (const dist::Tensor& t : everyone) by_hand += t;",
-                          replace="by_hand += everyone[0];",
-                          expect="sum from all_gather is")),
+        hint="the all_reduce line shows the sum to reach: every rank's tensor, added up here"),
 }

@@ -6,6 +6,8 @@
 // Grade it: ./tutorial check 04-ex1        Run it: ./tutorial run 04-ex1 --solution
 #include <dist/dist.h>
 
+#include "collectives_made.h"  // the grader reads the collectives each rank made
+
 int main(int argc, char** argv) {
   return dist::run_main([&] {
     dist::Cli cli("ch04_all_reduce_ex1",
@@ -21,6 +23,7 @@ int main(int argc, char** argv) {
     const double mean = totals.item(0) / totals.item(1);
 
     dist::out() << "samples: " << count << ", global mean: " << mean;
+    dist::out() << "collectives made: " << ch04::collectives_made();
     dist::destroy_process_group();
     return dist::kExitOk;
   });

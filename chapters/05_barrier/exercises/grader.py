@@ -4,7 +4,7 @@ Ranks print concurrently, so the order in which their lines reach the terminal p
 judges read what the ranks recorded instead: the log file's lines as rank 0 read them back (ex1),
 and what each rank saw and after how long (ex2). tools/grader/grading.py runs the programs.
 """
-from grading import Exercise, Fail, Mutation
+from grading import Exercise, Fail
 
 TIMEOUT_S = 10  # the group's timeout in 05-ex2: a waiting rank that is told "at once" is far below
 
@@ -24,8 +24,8 @@ def judge_take_turns(run):
     if written != expected:
         raise Fail(f"rank 0 read the log back as {', '.join(written)}; in turns it is "
                    f"{', '.join(expected)}",
-                   "W turns: in turn t only rank t writes, and every rank, writer or not, then "
-                   "calls barrier()")
+                   "a barrier holds a rank only until every rank has called it: does every "
+                   "rank, writer or not, call the same barriers?")
 
 
 def judge_rank0_fails(run):
@@ -34,28 +34,28 @@ def judge_rank0_fails(run):
         line = next((x for x in run.lines(rank) if x.startswith("ran the download: ")), None)
         if line is None:
             raise Fail(f"rank {rank} never said what it saw: it was still waiting when the job "
-                       f"ended. Last lines:\n{run.tail()}",
-                       "rank 0's exception skipped the barrier that releases the others: "
-                       "publish its status instead (dist::zero_first)")
+                       f"ended. {run.report()}",
+                       "rank 0's exception skipped the barrier that releases the others: they "
+                       "can only wait. How do they learn that rank 0 failed?")
         ran = line.split(";")[0].endswith("yes")
         waited, _, seen = line.partition("after ")[2].partition(" ms saw: ")
         if rank == 0:
             if not ran or "404" not in seen:
                 raise Fail(f"rank 0 says '{line}'; it runs the download first and sees its own "
                            "error, the mirror's 404",
-                           "rank 0's exception comes out of zero_first unchanged: catch it there")
+                           "rank 0 should see its own exception: where is it caught?")
             continue
         if ran:
             raise Fail(f"rank {rank} ran the download although rank 0's had failed ('{line}'): "
                        "rank 0's failure never reached it",
-                       "let the failure out of the lambda: zero_first publishes it only when the "
-                       "lambda throws")
+                       "zero_first tells the other ranks only what comes out of its lambda: "
+                       "does the failure get out?")
         if "rank 0 failed inside zero_first" not in seen:
             raise Fail(f"rank {rank} saw '{seen}'; it should be told that rank 0 failed inside "
                        "zero_first",
                        "with post C's guard, rank 0's exception skips the barrier that releases "
                        "the others: they learn nothing until rank 0 goes away or the timeout "
-                       "ends. Run the download through dist::zero_first")
+                       "ends")
         if int(waited) > TIMEOUT_S * 1000 // 2:
             raise Fail(f"rank {rank} learnt of rank 0's failure after {waited} ms, near the "
                        f"{TIMEOUT_S} s timeout; it should know at once")
@@ -68,12 +68,8 @@ EXERCISES = {
         worlds=(2, 3, 4),
         deadline_s=30,
         args=("--timeout", "10"),
-        hint="W turns, one barrier per turn on every rank: rank t writes in turn t",
-        mutation=Mutation(
-            find="if (turn == rank) append_line(log, rank);\n      dist::barrier();",
-            replace="if (turn == rank) {\n        append_line(log, rank);\n"
-                    "        dist::barrier();  // only the writer waits\n      }",
-            expect="in turns it is")),
+        hint="a rank may write only once every rank before it has written, and barrier() is "
+             "the only way to wait; every rank must make the same calls"),
     "ex2": Exercise(
         title="rank 0 fails inside zero_first; the others are told at once",
         judge=judge_rank0_fails,
@@ -83,12 +79,6 @@ EXERCISES = {
         # The judge reads what each rank reports, whatever the exit code: a version that lets an
         # error end a rank is told which rank said nothing, rather than only "exit code 1".
         any_exit_code=True,
-        hint="dist::zero_first tells the waiting ranks when rank 0's lambda throws",
-        mutation=Mutation(
-            find="dist::zero_first(download);",
-            replace="dist::zero_first([&] {\n        try {\n          download();\n"
-                    "        } catch (const dist::Error& e) {\n"
-                    "          seen = e.what();  // caught inside: zero_first never hears of it\n"
-                    "        }\n      });",
-            expect="never reached it")),
+        hint="the waiting ranks must learn of rank 0's failure without waiting for their "
+             "timeout"),
 }

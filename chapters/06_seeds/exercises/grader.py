@@ -11,7 +11,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from grading import Exercise, Fail, Mutation  # noqa: E402
+from grading import Exercise, Fail  # noqa: E402
 from torch_generator import MASK32, TorchGenerator, randint  # noqa: E402
 
 JOBS, DRAWS, IMAGES, EPOCHS = 8, 6, 1000, 3
@@ -62,7 +62,8 @@ def judge_seed_collisions(run):
             if same_stream(seed, other):
                 raise Fail(f"job {job}'s rank {rank} draws what job {other_job}'s rank "
                            f"{other_rank} drew: {why_same(seed, other)}",
-                           "pack the job's seed and the rank into the low 32 bits, one-to-one")
+                           "two (seed, rank) pairs may share a stream only if they share the "
+                           "32 bits the generator keeps: are yours one to one there?")
 
 
 def judge_shared_and_private(run):
@@ -89,7 +90,7 @@ def judge_shared_and_private(run):
             if orders[epoch, rank][1] != orders[epoch, 0][1]:
                 raise Fail(f"in epoch {epoch} rank {rank}'s order starts {orders[epoch, rank][1]}, "
                            f"rank 0's {orders[epoch, 0][1]}: the shared order must agree",
-                           "the shared seed depends on the seed and the epoch only, not the rank")
+                           "what in the shared seed differs from rank to rank?")
         if epoch and same_stream(orders[epoch, 0][0], orders[epoch - 1, 0][0]):
             raise Fail(f"epoch {epoch}'s order repeats epoch {epoch - 1}'s: "
                        f"{why_same(orders[epoch, 0][0], orders[epoch - 1, 0][0])}",
@@ -104,9 +105,8 @@ def judge_shared_and_private(run):
             if same_stream(private[rank], orders[epoch, 0][0]):
                 raise Fail(f"rank {rank}'s private stream replays the shared order of epoch "
                            f"{epoch}: {why_same(private[rank], orders[epoch, 0][0])}",
-                           "keep the two families of seeds apart: seed + epoch and seed + rank "
-                           "meet (exercise 1); set a bit in the private seeds that the shared "
-                           "ones never set")
+                           "a private seed and a shared one must never share their low 32 bits: "
+                           "exercise 1 shows how seed + epoch and seed + rank meet")
 
 
 EXERCISES = {
@@ -114,18 +114,12 @@ EXERCISES = {
         title="per-rank seeds that never collide across jobs",
         judge=judge_seed_collisions,
         worlds=(2, 3),
-        hint="the generator keeps the seed's low 32 bits: pack the job and the rank in there",
-        mutation=Mutation(find="return (seed << 16) | static_cast<std::uint64_t>(rank);",
-                          replace="return (seed << 32) | static_cast<std::uint64_t>(rank);",
-                          expect="the same low 32 bits")),
+        hint="the generator keeps only the seed's low 32 bits: two pairs that agree there draw "
+             "alike"),
     "ex2": Exercise(
         title="a shared stream per epoch and a private one per rank",
         judge=judge_shared_and_private,
         worlds=(2, 3),
-        hint="shared: seed + epoch on every rank; private: one per rank, apart from the shared",
-        mutation=Mutation(
-            find="return (std::uint64_t{1} << 31) | (seed << 16) | "
-                 "static_cast<std::uint64_t>(rank);",
-            replace="return seed + static_cast<std::uint64_t>(rank);",
-            expect="replays the shared order")),
+        hint="the shared stream agrees across ranks and changes each epoch; a private one "
+             "belongs to one rank and never meets a shared one"),
 }

@@ -13,7 +13,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "06_seeds", "exercises"))
-from grading import Exercise, Fail, Mutation  # noqa: E402
+from grading import Exercise, Fail  # noqa: E402
 from torch_generator import TorchGenerator, multinomial_with_replacement, randperm  # noqa: E402
 
 WEIGHTS = [1, 1, 1, 1, 6]  # ex2's weights, as the program has them
@@ -61,8 +61,8 @@ def judge_post_d(run):
                               else f"post D's sampler gives rank {rank} {expected}")
                     raise Fail(f"with {count_of(n, 'index', 'indices')} in epoch {epoch}, "
                                f"{said}; {should}",
-                               "pad with indices[:total_size - n] (never more than n entries), "
-                               "then take indices[rank:total_size:W]")
+                               "compare with post D's __iter__ line by line: its padding, then "
+                               "its subsampling")
     count = run.value(0, r"post D's assert fails on (\d+) of", int, "post D's assert fails on N")
     expected = sum(post_d_shard(n, world, 0, 0) is None
                    for n in range(1, 41) for world in range(1, 9))
@@ -91,8 +91,9 @@ def judge_weighted(run):
             raise Fail(f"rank {rank}'s draws in epoch {epoch} are {got}{why}; its share of the "
                        f"one weighted draw of {PER_RANK * w} (seed + epoch = {epoch}) is "
                        f"{expected}",
-                       "every rank draws the same num_samples * W indices from a generator "
-                       "seeded with seed + epoch, and keeps every W-th from its rank on")
+                       "the ranks' shares are parts of one draw that every rank makes alike: "
+                       "do your ranks draw the same, and take their parts as "
+                       "DistributedSampler does?")
 
 
 def judge_equal_steps(run):
@@ -114,12 +115,14 @@ def judge_equal_steps(run):
                            f"{count_of(naive, 'step', 'steps')}; its "
                            f"range [{n * rank // w}, {n * (rank + 1) // w}) takes "
                            f"{count_of(steps[rank], 'step', 'steps')}",
-                           "rank r reads [n r / W, n (r + 1) / W), in batches rounded up")
+                           "how many indices does this rank's range hold, and how many batches "
+                           "do they make?")
             if (lo, hi) != (min(steps), max(steps)):
                 raise Fail(f"{where}, rank {rank} says the naive step counts run from {lo} to "
                            f"{hi}; over the ranks ({steps}) the fewest is {min(steps)} and the "
                            f"most {max(steps)}",
-                           "one all_reduce with ReduceOp::MIN, one with ReduceOp::MAX")
+                           "the fewest and the most over the ranks: each rank knows only its "
+                           "own count")
             even = ceil_div(ceil_div(n, w), batch)  # the padded shard's batches, on every rank
             if (padded, plo, phi) != (even, even, even):
                 raise Fail(f"{where}, rank {rank} says DistributedSampler gives "
@@ -136,28 +139,17 @@ EXERCISES = {
         title="post D's DistributedSampler against PyTorch 1.13's",
         judge=judge_post_d,
         worlds=(2, 3),  # on 3 ranks one index is too few: the assert fails (W > 2n)
-        hint="post D's __iter__, line for line",
-        mutation=Mutation(
-            find="for (std::int64_t i = rank; i < total_size; i += world) "
-                 "mine.push_back(indices[i]);",
-            replace="for (std::int64_t i = rank * num_samples; i < (rank + 1) * num_samples; ++i)\n"
-                    "    mine.push_back(indices[i]);  // a contiguous block",
-            expect="post D's sampler gives rank")),
+        hint="post D's __iter__, line for line"),
     "ex2": Exercise(
         title="a distributed WeightedRandomSampler",
         judge=judge_weighted,
         worlds=(2, 3),
-        hint="the same weighted draw on every rank (seed + epoch), every W-th index kept",
-        mutation=Mutation(find="g.manual_seed(static_cast<std::uint64_t>(seed + epoch));",
-                          replace="g.manual_seed(static_cast<std::uint64_t>(seed));\n"
-                                  "  static_cast<void>(epoch);  // left out of the seed",
-                          expect="the epoch is not in the seed")),
+        hint="one weighted draw, the same on every rank and new each epoch, shared out as "
+             "DistributedSampler shares its indices"),
     "ex3": Exercise(
         title="why pad: the same number of steps on every rank",
         judge=judge_equal_steps,
         worlds=(2, 3, 4),
-        hint="count this rank's batches, then all_reduce MIN and MAX",
-        mutation=Mutation(find="dist::all_reduce(lo, dist::ReduceOp::MIN);",
-                          replace="dist::all_reduce(lo, dist::ReduceOp::MAX);",
-                          expect="the fewest is")),
+        hint="each rank knows only its own number of steps; the fewest and the most are over "
+             "every rank"),
 }

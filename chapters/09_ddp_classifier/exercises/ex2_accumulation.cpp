@@ -54,9 +54,12 @@ int main(int argc, char** argv) {
     for (int step = 0; step < kSteps; ++step) {
       for (int m = 0; m < kMicro; ++m) {  // K micro-batches of the step's samples
         // TODO(exercise): make the K micro-batches one step of the mean over all K * B samples,
-        // with one all_reduce: a dist::DistributedDataParallel::NoSync (its constructor takes
-        // ddp_a; std::optional can hold one for a scope) keeps a backward local, and the loss's
-        // gradient (loss.grad) can be scaled.
+        // with one all_reduce. While a dist::DistributedDataParallel::NoSync (its constructor
+        // takes ddp_a; std::optional can hold one) is alive, ddp_a sends nothing. Here the
+        // all_reduce is made by average_gradients(), after backward, so the NoSync must still be
+        // alive when average_gradients() runs: a scope around backward alone, as torch's
+        // `with ddp.no_sync(): loss.backward()`, has ended by then. The loss's gradient
+        // (loss.grad) can be scaled.
         auto [x, y] = samples(rank, step, m * kBatch, kBatch);
         dist::MseLoss loss = dist::mse_loss(accumulated.forward(x), y);
         accumulated.backward(loss.grad);

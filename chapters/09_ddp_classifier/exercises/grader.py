@@ -11,7 +11,7 @@ import shutil
 import struct
 import tempfile
 
-from grading import Exercise, Fail, Mutation, close, run_ddprun
+from grading import Exercise, Fail, close, run_ddprun
 
 
 # ---- Exercise 1: the sampler's padding, counted and left out
@@ -46,8 +46,8 @@ def judge_padded_evaluation(run):
         if line != want_text:
             raise Fail(f"rank 0 printed '{line}'; without the padding each image counts "
                        f"once: {want[2]}/{want[3]}",
-                       "position k of rank r's shard is position r + k * W of the padded "
-                       "order; the padding is the positions n and beyond")
+                       "which position of the padded order is position k of this rank's "
+                       "shard, and which positions are padding?")
     skewed = sum(a * d != c * b for a, b, c, d in (counts(n, w) for n in range(1, 51)))
     said = run.value(0, r"skewed the accuracy in (\d+)$", int, "... skewed the accuracy in N")
     if said != skewed:
@@ -70,9 +70,10 @@ def sample(rank, step, i):
     return [t, f32(f32(t * t) / 4), f32(1 - f32(t / 3))], [f32(2 * t - 1), f32(0.5 - t)]
 
 
-def one_batch_training(world):
+def one_batch_training(world, scale=1.0):
     """Linear(3, 2) trained by DDP on batches of MICRO * BATCH samples per rank: each step the
-    mean over the ranks of each rank's mean-squared-error gradient, then SGD."""
+    mean over the ranks of each rank's mean-squared-error gradient (times `scale`: the mistakes
+    that scale it wrongly), then SGD."""
     weight = [[0.1, -0.2, 0.3], [0.0, 0.25, -0.1]]
     bias = [0.0, 0.5]
     for step in range(STEPS):
@@ -84,7 +85,7 @@ def one_batch_training(world):
                 x, y = sample(rank, step, i)
                 for o in range(2):
                     out = sum(weight[o][j] * x[j] for j in range(3)) + bias[o]
-                    g = 2 * (out - y[o]) / (count * 2) / world
+                    g = scale * 2 * (out - y[o]) / (count * 2) / world
                     grad_b[o] += g
                     for j in range(3):
                         grad_w[o][j] += g * x[j]
@@ -97,6 +98,9 @@ def one_batch_training(world):
 
 def judge_accumulation(run):
     want = one_batch_training(run.world)
+    # Each micro-batch's gradient counted whole (K times the mean), and divided by W as well.
+    summed = one_batch_training(run.world, MICRO)
+    halved = one_batch_training(run.world, 1.0 / run.world) if run.world > 1 else None
     for rank in range(run.world):
         for name, value in want.items():
             pattern = rf"\b{name[0]}\[{name[2]}\] = ([^,\s]+)"
@@ -108,16 +112,33 @@ def judge_accumulation(run):
             mine = run.value(rank, r"micro-batches: .*?" + pattern,
                              what=f"accumulated ... {name}")
             if not close(mine, value, rel=1e-4):
+                if close(mine, summed[name], rel=1e-4):
+                    why = (f" (the steps of the sum of the {MICRO} micro-batches' gradients, "
+                           f"{MICRO} times their mean)")
+                    hint = "what should one micro-batch's gradient count for in the step?"
+                elif halved and close(mine, halved[name], rel=1e-4):
+                    why = (f" (the steps of the mean divided by {run.world} once more: DDP's "
+                           "all_reduce already averages over the ranks)")
+                    hint = "the all_reduce already takes the mean over the ranks"
+                else:
+                    why, hint = "", None
                 raise Fail(f"rank {rank}'s accumulated model has {name} = {mine:g} after "
-                           f"{STEPS} steps; the bigger batch's steps give {value:.6g}",
-                           f"the step must be the mean over all {MICRO} micro-batches: scale "
-                           f"each loss's gradient by 1/{MICRO}")
+                           f"{STEPS} steps{why}; the bigger batch's steps give {value:.6g}", hint)
         syncs = run.value(rank, r"all_reduces with accumulation: (\d+)", int,
                           "all_reduces with accumulation: N")
+        if syncs == MICRO * STEPS:
+            raise Fail(f"rank {rank} made {syncs} all_reduces in {STEPS} steps, one for every "
+                       f"micro-batch: average_gradients() sent every time. With no_sync() on "
+                       f"all but the last micro-batch it makes {STEPS}, one per step",
+                       "here the all_reduce is made by average_gradients(), not by backward: a "
+                       "NoSync changes something only if it is still alive when "
+                       "average_gradients() runs (one scoped around backward alone has ended)")
         if syncs != STEPS:
             raise Fail(f"rank {rank} made {syncs} all_reduces in {STEPS} steps; with no_sync() "
                        f"on all but the last micro-batch it makes {STEPS}, one per step",
-                       "hold a NoSync for the backward of every micro-batch but the last")
+                       "every step needs exactly one synchronised micro-batch, its last"
+                       if syncs < STEPS else
+                       "count the micro-batches whose average_gradients() runs outside a NoSync")
 
 
 # ---- Exercise 3: each bucket's all_reduce against backward, from the ranks' own traces
@@ -194,8 +215,8 @@ def judge_read_timeline(run):
             if got[2] != overlapped:
                 raise Fail(f"rank {rank} says {got[2]} us of bucket {bucket}'s all_reduces ran "
                            f"during backward; its trace says {overlapped} us",
-                           "add, for each backward span, the time it shares with the all_reduce: "
-                           "max(0, min(ends) - max(starts))")
+                           "two spans share the time from the later start to the earlier end, "
+                           "and nothing when they never met")
             if got[3] != steps:
                 raise Fail(f"rank {rank} says bucket {bucket} overlapped backward in {got[3]} "
                            f"steps; its trace says {steps}")
@@ -206,27 +227,17 @@ EXERCISES = {
         title="what the sampler's padding does to an evaluation",
         judge=judge_padded_evaluation,
         worlds=(2, 3, 4),  # 1 rank has no padding; 4 pads some sizes by 3
-        hint="leave out the positions n and beyond: they repeat the first images",
-        # The rank's offset forgotten: every rank takes its positions for rank 0's.
-        mutation=Mutation(find="dist::get_rank() + static_cast<std::int64_t>(k)",
-                          replace="static_cast<std::int64_t>(k)",
-                          expect="without the padding each")),
+        hint="the padding repeats the first images: each image must count once"),
     "ex2": Exercise(
         title="gradient accumulation with no_sync() is a bigger batch",
         judge=judge_accumulation,
         worlds=(1, 2, 3),
-        hint="no_sync() for all micro-batches but the last, and each loss scaled by 1/K",
-        mutation=Mutation(find="loss.grad *= 1.0 / kMicro;\n", replace="",
-                          expect="the bigger batch's steps give")),
+        hint="a step is the mean over its K micro-batches, with one all_reduce: which "
+             "micro-batches must not send, and what does each one's gradient count for?"),
     "ex3": Exercise(
         title="read a timeline: how much of each bucket's all_reduce overlapped backward",
         judge=judge_read_timeline,
         worlds=(2, 3),  # 1 rank all-reduces nothing
-        hint="an all_reduce span and a backward span share max(0, min(ends) - max(starts))",
-        runner=run_with_traces,
-        mutation=Mutation(find="return std::max(0LL, std::min(a.end_us, b.end_us) - "
-                               "std::max(a.start_us, b.start_us));",
-                          replace="return std::min(a.end_us, b.end_us) - "
-                                  "std::max(a.start_us, b.start_us);",
-                          expect="ran during backward")),
+        hint="two spans share the time between the later start and the earlier end, if any",
+        runner=run_with_traces),
 }

@@ -1,0 +1,30 @@
+"""Chapter 07's mutants: each exercise's solution with one deliberate mistake a participant
+could make, which the grader (../exercises/grader.py) must FAIL with a message holding
+`expect`. tools/grader/mutate.py writes each one, and the `exercises` tests grade it
+(<DIR>_mutant_exK_NAME). They quote the solutions, so they live here, beside them."""
+from grading import Mutation
+
+MUTATIONS = {
+    "ex1": [
+        Mutation(name="contiguous_block",
+                 find="for (std::int64_t i = rank; i < total_size; i += world) "
+                      "mine.push_back(indices[i]);",
+                 replace="for (std::int64_t i = rank * num_samples; "
+                         "i < (rank + 1) * num_samples; ++i)\n"
+                         "    mine.push_back(indices[i]);  // a contiguous block",
+                 expect="post D's sampler gives rank"),
+    ],
+    "ex2": [
+        Mutation(name="epoch_not_in_seed",
+                 find="g.manual_seed(static_cast<std::uint64_t>(seed + epoch));",
+                 replace="g.manual_seed(static_cast<std::uint64_t>(seed));\n"
+                         "  static_cast<void>(epoch);  // left out of the seed",
+                 expect="the epoch is not in the seed"),
+    ],
+    "ex3": [
+        Mutation(name="max_for_min",
+                 find="dist::all_reduce(lo, dist::ReduceOp::MIN);",
+                 replace="dist::all_reduce(lo, dist::ReduceOp::MAX);",
+                 expect="the fewest is"),
+    ],
+}

@@ -1,0 +1,20 @@
+"""Chapter 11's mutants: each exercise's solution with one deliberate mistake a participant
+could make, which the grader (../exercises/grader.py) must FAIL with a message holding
+`expect`. tools/grader/mutate.py writes each one, and the `exercises` tests grade it
+(<DIR>_mutant_exK_NAME). They quote the solutions, so they live here, beside them."""
+from grading import Mutation
+
+MUTATIONS = {
+    "ex1": [
+        Mutation(name="rank0_generator_for_all",
+                 find="noise.set_state(r.generators[static_cast<std::size_t>(rank)]);",
+                 replace="noise.set_state(r.generators[0]);",
+                 expect="the uninterrupted job ends with"),
+    ],
+    "ex2": [
+        Mutation(name="epoch_from_samples",
+                 find="const std::int64_t first_epoch = done / steps_per_epoch;",
+                 replace="const std::int64_t first_epoch = done / sampler.num_samples();",
+                 expect="of the restarted job says"),
+    ],
+}
