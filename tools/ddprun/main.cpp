@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
       if (std::optional<ddprun::Launch> refused = join_attempt(attempt)) return *refused;
     }
     if (attempt > 0) {
-      ddprun::report_flight_attempt(flight, attempt - 1, local_ranks);
+      ddprun::report_flight_attempt(flight, attempt - 1, local_ranks, supervising->ended_exits());
       try {
         logs->begin_attempt(attempt);
       } catch (const ddprun::UsageError& e) {
@@ -266,6 +266,6 @@ int main(int argc, char** argv) {
     ddprun::say("each rank's own output: " + logs->attempt_dir() + "/LOCAL_RANK/");
   }
   // ---- Step 6: a failed job: who was where, from the ranks' flight records
-  ddprun::report_flight(flight, exit_code, local_ranks);
+  ddprun::report_flight(flight, exit_code, local_ranks, supervisor.ended_exits());
   return exit_code;
 }

@@ -180,6 +180,8 @@ int Supervisor::run(const sigset_t& watched) {
     supervise_attempt();
     ended_why_ = why_ended_;
     ended_exit_code_ = exit_code_;
+    ended_exits_.clear();
+    for (const Tracked& t : ranks_) ended_exits_[t.process.rank] = t.status;
     if (!restart_wanted()) break;
     // Nothing of this attempt is left (supervise_attempt waited for that), so the next one
     // starts at once: no sleep, no back-off.

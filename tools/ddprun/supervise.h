@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,9 @@ class Supervisor {
   // learn it through the agents' rendezvous (agents.h).
   const std::string& ended_why() const { return ended_why_; }
   int ended_exit_code() const { return ended_exit_code_; }
+  // Each rank's wait status (rank -> status, as waitpid gives it) in the attempt that ended
+  // last: what the flight summary says of a rank that left no record.
+  const std::map<int, int>& ended_exits() const { return ended_exits_; }
   // True once a signal to ddprun (SIGINT, SIGTERM, SIGHUP) has stopped the job.
   bool interrupted() const { return interrupted_; }
 
@@ -150,6 +154,7 @@ class Supervisor {
   std::string stopped_note_;  // at the first failure: the ranks that were stopped then
   std::string ended_why_;     // ended_why()
   int ended_exit_code_ = 0;
+  std::map<int, int> ended_exits_;
 };
 
 }  // namespace ddprun
