@@ -83,6 +83,9 @@ def error_first(bin_dir, _build_dir):
             fail(f"{exercise}: the FAIL, the rank's error and ddprun's summary are on lines "
                  f"{failed}, {shown}, {summary}: the error must come right after the FAIL", out)
         print(f"ok    {exercise}: the rank's error line comes before ddprun's summary")
+        if exercise == "04-ex1" and "rank 1 wrote no record: it exited with code 0" not in out:
+            fail("04-ex1: ddprun's flight summary does not say that rank 1, which wrote no "
+                 "record, exited with code 0 (it finished its program)", out)
 
     # What counts as a rank's error: its "error:" line, the lines that continue it, and what a
     # rank wrote without its prefix; never ddprun's lines, nor a rank's ordinary output.
