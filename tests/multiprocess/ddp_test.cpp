@@ -303,6 +303,9 @@ TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
     m.fill_grads(rank, 2);
     ddp.average_gradients();
     ok = ok && holds_the_mean(m, world, {0, 1, 2});
+    ok = ok && ddp.no_sync_guards() == 1;  // one guard, made once, whatever it covered
+    { const auto again = ddp.no_sync(); }
+    ok = ok && ddp.no_sync_guards() == 2;
     return ok ? 0 : 1;
   }));
 }

@@ -126,10 +126,18 @@ def judge_accumulation(run):
                            f"{STEPS} steps{why}; the bigger batch's steps give {value:.6g}", hint)
         syncs = run.value(rank, r"all_reduces with accumulation: (\d+)", int,
                           "all_reduces with accumulation: N")
-        if syncs == MICRO * STEPS:
+        guards = run.value(rank, r"NoSync guards made: (\d+)", int, "NoSync guards made: N")
+        if syncs == MICRO * STEPS and guards == 0:
             raise Fail(f"rank {rank} made {syncs} all_reduces in {STEPS} steps, one for every "
-                       f"micro-batch: average_gradients() sent every time. With no_sync() on "
-                       f"all but the last micro-batch it makes {STEPS}, one per step",
+                       f"micro-batch, and no NoSync: average_gradients() sent every time. With "
+                       f"no_sync() on all but the last micro-batch it makes {STEPS}, one per step",
+                       "which micro-batches must keep their gradients local, and what keeps "
+                       "them local?")
+        if syncs == MICRO * STEPS:
+            raise Fail(f"rank {rank} made {guards} NoSync guards, yet {syncs} all_reduces in "
+                       f"{STEPS} steps, one for every micro-batch: none was alive when "
+                       f"average_gradients() ran. With no_sync() on all but the last "
+                       f"micro-batch it makes {STEPS}, one per step",
                        "here the all_reduce is made by average_gradients(), not by backward: a "
                        "NoSync changes something only if it is still alive when "
                        "average_gradients() runs (one scoped around backward alone has ended)")

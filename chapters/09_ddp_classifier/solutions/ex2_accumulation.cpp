@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
                 << ", b[1] = " << big.bias().data.item(1);
     dist::out() << "all_reduces with accumulation: " << all_reduces.size() << " in " << kSteps
                 << " steps";
+    dist::out() << "NoSync guards made: " << ddp_a.no_sync_guards() << " in " << kSteps << " steps";
     dist::destroy_process_group();
     return dist::kExitOk;
   });

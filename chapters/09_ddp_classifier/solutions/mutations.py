@@ -24,7 +24,7 @@ MUTATIONS = {
         Mutation(name="no_sync_missing",
                  find="        if (m + 1 < kMicro) local.emplace(ddp_a);\n",
                  replace="",
-                 expect="one for every micro-batch"),
+                 expect="and no NoSync"),
         # torch's habit, `with ddp.no_sync(): loss.backward()`: the guard has ended before
         # average_gradients() sends.
         Mutation(name="no_sync_around_backward",
@@ -43,7 +43,7 @@ MUTATIONS = {
                          "        } else {\n"
                          "          accumulated.backward(loss.grad);\n"
                          "        }\n",
-                 expect="one scoped around backward alone has ended"),
+                 expect="none was alive when average_gradients() ran"),
     ],
     "ex3": [
         Mutation(name="negative_overlap",

@@ -107,7 +107,10 @@ class DistributedDataParallel {
   // the sum. Every rank must skip the same steps.
   class NoSync {
    public:
-    explicit NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) { ++ddp_->no_sync_depth_; }
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(&ddp) {
+      ++ddp_->no_sync_depth_;
+      ++ddp_->no_sync_guards_;
+    }
     ~NoSync() { --ddp_->no_sync_depth_; }
     NoSync(const NoSync&) = delete;
     NoSync& operator=(const NoSync&) = delete;
@@ -130,6 +133,9 @@ class DistributedDataParallel {
   // half (the ring's segments are n/W rounded down or up; buckets of at most 128 KiB take a
   // one-step exchange instead, 4n(W - 1)).
   std::int64_t bytes_sent() const { return bytes_sent_.load(); }
+  // How many NoSync guards have been made on this object: with average_gradients()' count of
+  // all_reduces, it tells a guard that ended too early (made, yet every call sent) from none.
+  std::int64_t no_sync_guards() const { return no_sync_guards_; }
 
  private:
   // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the
@@ -149,6 +155,7 @@ class DistributedDataParallel {
   std::vector<std::int64_t> offset_of_;  // parameter index -> offset in its bucket
   std::unordered_map<const Parameter*, std::size_t> index_of_;
   int no_sync_depth_ = 0;
+  std::int64_t no_sync_guards_ = 0;
   bool sync_buffers_next_ = true;  // torch's require_forward_param_sync
   bool failed_ = false;            // a gradient all_reduce failed (see check_usable)
   std::atomic<std::int64_t> bytes_sent_{0};
