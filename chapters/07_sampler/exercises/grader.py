@@ -84,10 +84,21 @@ def judge_weighted(run):
             if got == expected:
                 continue
             why = ""
+            # Draws a rank might make alone: seeded with its rank too, of its own length or the
+            # whole one's, kept whole, as a prefix, or striding.
+            own = [multinomial_with_replacement(WEIGHTS, size, TorchGenerator(epoch + shift))
+                   for shift in {rank, rank + 1} for size in (PER_RANK, PER_RANK * w)]
             if epoch and got == draws[0][rank::w]:
                 why = " (epoch 0's draw again: the epoch is not in the seed)"
             elif len(got) != PER_RANK:
                 why = f" ({len(got)} indices; each rank keeps {PER_RANK})"
+            elif w > 1 and got == everyone[rank * PER_RANK:(rank + 1) * PER_RANK]:
+                why = (" (a block of the draw in a row: DistributedSampler's share is every "
+                       "W-th index from the rank on)")
+            elif w > 1 and any(got in (d[:PER_RANK], d[rank::w]) for d in own):
+                why = (" (a draw of this rank's own, its seed holding the rank: the ranks' draws "
+                       "then differ, so their parts are not one draw's and may repeat each "
+                       "other's indices)")
             raise Fail(f"rank {rank}'s draws in epoch {epoch} are {got}{why}; its share of the "
                        f"one weighted draw of {PER_RANK * w} (seed + epoch = {epoch}) is "
                        f"{expected}",
