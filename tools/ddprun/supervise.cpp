@@ -351,7 +351,13 @@ void Supervisor::reap_exited() {
     rank->status = status;
     rank->running = false;
     const int index = static_cast<int>(rank - ranks_.begin());
-    if (!stopping_ && new_failure < 0 && failed(status)) new_failure = index;
+    // Several failures seen at once (ddprun woke late: a loaded machine) came in the order the
+    // ranks were started, not the order they ended. A rank killed by a signal is the likelier
+    // cause: the others' errors are mostly its echo (a peer that closed its connection).
+    if (!stopping_ && failed(status) &&
+        (new_failure < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(ranks_[new_failure].status)))) {
+      new_failure = index;
+    }
   }
   if (new_failure >= 0) on_first_failure(new_failure);
 }
