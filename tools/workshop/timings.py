@@ -130,6 +130,39 @@ def guide_sections():
     return sections
 
 
+def stale_citations(key, text):
+    """The guide's "(README, ...)" citations in chapter `key`'s section that name nothing in that
+    chapter's README: a quoted title that is no heading, deep dive or bold lead-in there, a
+    section that is not a heading, a step that does not exist. (Its "deck, ..." parts are the
+    slide titles checked above.)"""
+    folders = sorted((ROOT / "chapters").glob(f"{key}_*/README.md"))
+    if not folders:
+        return []
+    readme = folders[0].read_text()
+    plain = lambda s: " ".join(re.sub(r"<[^>]+>|`|\*", "", s).split()).lower()  # noqa: E731
+    titles = [plain(s) for s in re.findall(r"^#+ (.*)$", readme, re.M)
+              + re.findall(r"<summary>(.*?)</summary>", readme)
+              + re.findall(r"\*\*([^*]+)\*\*", readme)]
+    headings = {plain(s) for s in re.findall(r"^## (.*)$", readme, re.M)}
+    found = []
+    for cite in re.findall(r"\(README, ([^()]*(?:\([^()]*\)[^()]*)*)\)", text):
+        readme_part = re.split(r";\s*deck\b", cite)[0]
+        for quoted in re.findall(r'"([^"]+)"', readme_part):
+            if not any(plain(quoted) in title for title in titles):
+                found.append(f'INSTRUCTOR.md: chapter {key}\'s section cites (README, "{quoted}"), '
+                             f"which names no heading, deep dive or bold title of its README")
+        for section in re.findall(r"\b(Goal|Run it|Expected output|Walk-through|Pitfalls|"
+                                  r"Try this|Next)\b", re.sub(r'"[^"]*"', "", readme_part)):
+            if section.lower() not in headings:
+                found.append(f"INSTRUCTOR.md: chapter {key}'s section cites the README's "
+                             f"{section}, which it does not have")
+        for step in re.findall(r"\bStep (\d+)\b", re.sub(r'"[^"]*"', "", readme_part)):
+            if f"Step {step}" not in readme:
+                found.append(f"INSTRUCTOR.md: chapter {key}'s section cites the README's Step "
+                             f"{step}, which it does not have")
+    return found
+
+
 def try_this_item(chapter_dir, short):
     """The words of the "Try this" item whose starter is exercises/<short>_*.cpp (no solution)."""
     readme = (chapter_dir / "README.md").read_text()
@@ -214,6 +247,8 @@ def compute(measured, problems):
             if demo not in names:
                 problems.append(f"INSTRUCTOR.md: section {key}'s demo runs '{demo}', which is not "
                                 "a lesson of chapters/lessons.txt")
+    for key, section in sections.items():
+        problems += stale_citations(key, section.text)
     for name, (lesson, _) in exercises.items():
         wanted = f"`{name}` ({lesson.summary})"
         if wanted not in sections.get(lesson.chapter, NO_SECTION).text:
