@@ -55,14 +55,17 @@ pane_of() { # pane_of TITLE: the pane's id
 }
 shows() { tmux capture-pane -p -J -S - -t "$1"; } # everything the pane has shown
 
-# Done when ddprun's pane says the job ended and every rank's pane has that rank's last line.
+# Done when ddprun's pane says the job ended and every rank's pane has that rank's last line
+# (a rank's pane may show its last line after ddprun's says the job ended: wait for both).
+finished() {
+  shows "$(pane_of ddprun)" | grep -q "the job ended with exit code" || return 1
+  for ((r = 0; r < ranks; r++)); do
+    shows "$(pane_of "rank $r")" | grep -qF "[rank $r/$ranks] after destroy_process_group()" ||
+      return 1
+  done
+}
 deadline=$((SECONDS + 60))
-until
-  shows "$(pane_of ddprun)" | grep -q "the job ended with exit code" &&
-    for ((r = 0; r < ranks; r++)); do
-      shows "$(pane_of "rank $r")" | grep -qF "[rank $r/$ranks] after destroy_process_group()" || exit 1
-    done
-do
+until finished; do
   [ $SECONDS -lt $deadline ] || {
     tmux list-panes -t "$session:0" -F '#{pane_title}|#{pane_id}'
     for title in ddprun "rank 0" "rank 1" "rank 2"; do echo "== $title"; shows "$(pane_of "$title")" || true; done
