@@ -280,9 +280,9 @@ def main(argv):
             results[name] = Result("not started")
     built = {}
     if args.build:
-        todo = [n for n in args.exercises if n not in results]
-        if todo:
-            built = build_each(args.build, [Path(paths[n]).name for n in todo])
+        to_grade = [n for n in args.exercises if n not in results]  # "not started" ones aside
+        if to_grade:
+            built = build_each(args.build, [Path(paths[n]).name for n in to_grade])
     for name in args.exercises:
         if name in results:
             continue
