@@ -1,7 +1,5 @@
-"""Chapter 08's mutants: each exercise's solution with one deliberate mistake a participant
-could make, which the grader (../exercises/grader.py) must FAIL with a message holding
-`expect`. tools/grader/mutate.py writes each one, and the `exercises` tests grade it
-(<DIR>_mutant_exK_NAME). They quote the solutions, so they live here, beside them."""
+"""Chapter 08's mutants: deliberate mistakes in its solutions that its grader must
+FAIL (tools/grader/mutate.py says how they are built and tested)."""
 from grading import Mutation
 
 MUTATIONS = {
