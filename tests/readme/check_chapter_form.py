@@ -121,7 +121,10 @@ def in_glossary(term, glossary):
 
 def check_words(root, readme, problems):
     where = readme.relative_to(root)
-    count = len(main_path(readme.read_text()).split())
+    text = main_path(readme.read_text())
+    # Words as a reader counts them, whichever way is larger: separated by spaces, or split at
+    # punctuation too (`dist::all_reduce` is then two), so no way of counting finds it over.
+    count = max(len(text.split()), len(re.findall(r"\w+", text)))
     if count > MAX_WORDS:
         problems.append(f"{where}: its main path has {count} words, more than {MAX_WORDS} "
                         "(cut repetition, or move depth into a collapsed <details> deep dive "
