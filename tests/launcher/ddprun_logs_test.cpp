@@ -14,8 +14,8 @@ namespace {
 
 using namespace ddprun_test;
 
-// ---- Per-rank logs: --log-dir, --redirects, --tee
-
+// torchrun's layout: LOG_DIR/none_XXXXXX/attempt_0/<local_rank>/. Returns the attempt folder, or
+// "" (with a failure) when the layout is not that.
 std::string attempt_folder(const std::string& log_dir, int nproc) {
   const std::vector<std::string> runs = entries_of(log_dir);
   if (runs.size() != 1 || !runs[0].starts_with("none_") || runs[0].size() != 11) {
@@ -32,6 +32,7 @@ std::string attempt_folder(const std::string& log_dir, int nproc) {
   return run + "/attempt_0";
 }
 
+// What probe_worker --lines N writes: its probe line first on stdout.
 std::string expected_stdout_lines(int rank, int n) {
   std::string text;
   for (int i = 0; i < n; ++i)
