@@ -1,9 +1,10 @@
 // dist/check.h — one error idiom for the whole project.
 //
 // Every failure is a C++ exception derived from dist::Error, thrown where the problem is found and
-// caught exactly once, at the program boundary, by dist::run_main() (dist/run_main.h). The exception type decides the
-// exit code (DESIGN.md): 1 a failed check or runtime error, 2 bad usage or configuration, 77
-// missing hardware. Messages name the thing to fix: the variable, the value, the rank, and a hint.
+// caught exactly once, at the program boundary, by dist::run_main() (dist/run_main.h). The
+// exception type decides the exit code (DESIGN.md): 1 a failed check or runtime error, 2 bad usage
+// or configuration, 77 missing hardware. Messages name the thing to fix: the variable, the value,
+// the rank, and a hint.
 //
 // Taught in: every chapter (the STEP 0 of each main.cpp); first met in chapter 01.
 // Built in: common/src/check_fail.cpp (DIST_CHECK's failure path).
