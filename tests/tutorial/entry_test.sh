@@ -100,6 +100,11 @@ expect "run 01" "build cpu ddprun $p01"$'\n'"+ build/cpu/bin/ddprun --standalone
 out=$(run 01 --preset cuda --nproc 3 -- --backend nccl)
 grep -qx "rc=0" <<<"$out" || fail "run 01 --preset cuda: $out"
 expect "run 01 --preset cuda" "build cuda ddprun $p01"$'\n'"+ build/cuda/bin/ddprun --standalone --nproc-per-node 3 build/cuda/bin/$p01 --backend nccl"
+out=$(run --preset cuda 01 -- --backend gloo)
+grep -qx "rc=0" <<<"$out" || fail "run --preset cuda 01: $out"
+expect "run --preset cuda 01" "build cuda ddprun $p01"$'\n'"+ build/cuda/bin/ddprun --standalone --nproc-per-node 2 build/cuda/bin/$p01 --backend gloo"
+out=$(run --preset cuda)
+grep -qx "rc=2" <<<"$out" && grep -qF "run needs a lesson name" <<<"$out" || fail "run --preset cuda (no lesson): $out"
 out=$(run 01 --preset=release)
 expect "run 01 --preset=release" "build release ddprun $p01"$'\n'"+ build/release/bin/ddprun --standalone --nproc-per-node 2 build/release/bin/$p01"
 out=$(run 10 --preset cuda mismatched-size)
