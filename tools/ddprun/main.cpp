@@ -64,6 +64,12 @@ void announce(const ddprun::Options& o, const ddprun::RankLogs& logs) {
               std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ", " +
               rank_range(o) + "), master " + o.master_addr + ":" + std::to_string(o.master_port) +
               (o.standalone ? " (picked by --standalone)" : ""));
+  if (o.runs != ddprun::Options::Runs::kAsIs) {
+    // Which Python: a rank that cannot import torch is most often run by another one.
+    ddprun::say("each rank runs " + ddprun::python_interpreter() + " -u " +
+                (o.runs == ddprun::Options::Runs::kModule ? "-m " : "") + o.program[0] +
+                " (PYTHON_EXEC chooses another Python)");
+  }
   if (!logs.enabled()) return;
   const std::string files = logs.description();
   if (files.empty()) {
