@@ -5,7 +5,8 @@
 // (MASTER_ADDR:MASTER_PORT), and, just as important, stop them all when one of them dies:
 // otherwise the survivors wait forever in their next collective for a rank that is gone.
 // PyTorch users know torchrun for this; ddprun does the same for the programs of this
-// tutorial, or any program that reads those variables, and spells its flags as torchrun does,
+// tutorial, or any program that reads those variables, runs a Python script (a name ending in
+// .py) or module (-m) with python3 -u as torchrun does, and spells its flags as torchrun does,
 // so command lines paste across:
 //
 //   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
