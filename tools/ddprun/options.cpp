@@ -372,6 +372,7 @@ Options parse_options(int argc, char** argv) {
 
 std::string help_text() {
   return R"(usage: ddprun [options] PROGRAM [ARGS...]
+       ddprun [options] -m MODULE [ARGS...]
 
 Starts PROGRAM once per local rank with the variables torchrun sets, and stops every rank as
 soon as one fails. Options end at PROGRAM or at "--"; everything after goes to PROGRAM.
@@ -384,8 +385,9 @@ PROGRAM is run as torchrun runs it, except that only a Python script goes to Pyt
   anything else           PROGRAM ARGS..., as it is (a compiled program, e.g. a chapter's, or
                           python3 itself); torchrun would need --no-python for it
 PYTHON is $PYTHON_EXEC if set (torchrun honours it too), else python3 found on PATH, the one
-`python3 -m torch.distributed.run` would use (torchrun uses the Python it runs in): on Debian
-12, /usr/bin/python3, which has Debian's torch. ddprun names it when it starts.
+`python3 -m torch.distributed.run` would use (torchrun uses the Python it runs in): a virtual
+environment's when one is active; on Debian 12 otherwise /usr/bin/python3, which has Debian's
+torch. ddprun names it when it starts.
 
 Options:
   --nproc-per-node N   ranks to start on this machine, 1 to 1024 (default 1)
