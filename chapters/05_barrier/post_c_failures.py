@@ -126,8 +126,8 @@ def by_hand(case, case_dir):
 
 
 def under_ddprun(ddprun, case_dir):
-    env = dict(os.environ, CASE_DIR=case_dir)
-    run = subprocess.run([ddprun, "--standalone", "--nproc-per-node", "2", PYTHON, __file__,
+    env = dict(os.environ, CASE_DIR=case_dir, PYTHON_EXEC=PYTHON)  # as torchrun runs a script
+    run = subprocess.run([ddprun, "--standalone", "--nproc-per-node", "2", __file__,
                           "--rank", "launcher"], env=env, text=True, capture_output=True,
                          timeout=DEADLINE_S, check=False)
     return run.returncode, run.stdout + run.stderr

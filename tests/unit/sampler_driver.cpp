@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "dist/check.h"
+#include "dist/run_main.h"
 #include "dist/sampler.h"
 
 namespace {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/run_main.h"
 #include "dist/tensor.h"
 #include "tensor_repr.h"
 
