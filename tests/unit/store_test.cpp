@@ -61,6 +61,8 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
       auto server = std::make_shared<TCPStore>(server_options());
       stores_.a = server;
       stores_.b = std::make_shared<TCPStore>(client_options(server->port()));
+    } else if (GetParam() == "hash") {  // one store: threads share the object itself
+      stores_.a = stores_.b = std::make_shared<dist::HashStore>(5s);
     } else {
       path_ = temp_path("contract");
       std::remove(path_.c_str());
@@ -235,6 +237,8 @@ TEST_P(StoreContract, WaitForReadsReturnsOnceEveryRankAcknowledgedOrAtItsLimit) 
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAndFile, StoreContract, ::testing::Values("tcp", "file"),
+                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(InMemory, StoreContract, ::testing::Values("hash"),
                          [](const auto& p) { return p.param; });
 
 // ---- TCPStore: connection behaviour ------------------------------------------------------------

@@ -17,7 +17,8 @@
 //
 // Taught in: chapter 02 (init methods) and chapter 03 (two programs).
 // Built in: common/src/store/: store.cpp (PrefixStore, the read acknowledgements), tcp_store.cpp
-// (the client) and tcp_store_server.cpp, file_store.cpp; wire.h is the TCP protocol.
+// (the client) and tcp_store_server.cpp, file_store.cpp, hash_store.cpp (HashStore, in memory);
+// wire.h is the TCP protocol.
 #pragma once
 
 #include <chrono>
@@ -178,6 +179,33 @@ class PrefixStore : public Store {
   std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
   std::string prefix_;
   std::shared_ptr<Store> base_;
+};
+
+// A store in this process's memory, torch's HashStore: one map under one lock, shared by the
+// threads of one process (hand each the same std::shared_ptr). It reaches no other process, so no
+// program meets through it; the tests do, to run the rendezvous, the DIST_DEBUG=DETAIL check and
+// monitored_barrier with one thread per rank, without sockets or files. `get` and `wait` block
+// until the keys exist or the timeout passes (dist::TimeoutError naming the missing keys), as in
+// every store here.
+class HashStore : public Store {
+ public:
+  explicit HashStore(Millis timeout = std::chrono::seconds(60));
+  ~HashStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+
+ private:
+  struct Map;
+  std::unique_ptr<Map> map_;
 };
 
 // "Rank 0 keeps the store up until the others have read." Rank 0 hosts a TCP store, so a rank 0
