@@ -16,13 +16,17 @@ to use it through PYTHON_EXEC, as torchrun would be. Exit 77 when it cannot impo
     ddprun restarts it once, every rank runs attempt 1 to the end, and each rank's weight is the
     closed form's (worked out here too).
 Every line gets --standalone before the pasted flags, so that tests running side by side do not
-meet at port 29500 (the launchers' default). Each run has a 120 s deadline. Exit 0 when all hold.
+meet at port 29500 (the launchers' default), and --redirects 1 with a --log-dir of its own: each
+rank's stdout is read from its own log file, because on one terminal the ranks' unbuffered
+prints (text, then newline, as two writes) can run into each other. Each run has a 120 s deadline.
+Exit 0 when all hold.
 """
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -31,10 +35,17 @@ DEADLINE_S = 120
 
 
 def launch(ddprun, python, pasted, cwd):
-    cmd = [ddprun, "--standalone", *shlex.split(pasted)]
-    env = dict(os.environ, PYTHON_EXEC=python)
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=DEADLINE_S, check=False)
+    """Runs the pasted line; returns the run and every rank's stdout lines, attempt by attempt."""
+    with tempfile.TemporaryDirectory(prefix="torch_programs_") as logs:
+        cmd = [ddprun, "--standalone", "--log-dir", logs, "--redirects", "1",
+               *shlex.split(pasted)]
+        env = dict(os.environ, PYTHON_EXEC=python)
+        run = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                             timeout=DEADLINE_S, check=False)
+        lines = []
+        for log in sorted(Path(logs).glob("*/attempt_*/*/stdout.log")):
+            lines += log.read_text(encoding="utf-8").splitlines()
+    return run, lines
 
 
 def tensor_text(values):
@@ -53,8 +64,8 @@ def post_c_lines(n):
 
 def check_post_c(ddprun, python, n):
     pasted = f"--local-rank-arg=underscore --nproc_per_node {n} main.py"
-    run = launch(ddprun, python, pasted, HERE / "post_c")
-    want, got = Counter(post_c_lines(n)), Counter(run.stdout.splitlines())
+    run, lines = launch(ddprun, python, pasted, HERE / "post_c")
+    want, got = Counter(post_c_lines(n)), Counter(lines)
     if run.returncode == 0 and want == got:
         print(f"ok: post C at {n} ranks: ddprun {pasted}")
         return []
@@ -66,8 +77,8 @@ def check_post_c(ddprun, python, n):
 def check_fails_once(ddprun, python):
     world, steps, lr, w0 = 2, 4, 0.05, 0.5
     pasted = f"--nproc-per-node {world} --max-restarts 1 ddp_fails_once.py"
-    run = launch(ddprun, python, pasted, HERE)
-    out = run.stdout
+    run, lines = launch(ddprun, python, pasted, HERE)
+    out = "\n".join(lines) + "\n"
     expected = 3 + (w0 - 3) * (1 - lr * 2 * (world + 1) * (2 * world + 1) / 6) ** steps
     finals = [float(w) for w in re.findall(r"^\[rank \d+/2\] attempt 1: w = (\S+) after 4 steps$",
                                            out, re.M)]
