@@ -78,13 +78,25 @@ const char* reduce_op_name(ReduceOp op);  // "SUM", ...
 // call made without async_op waits for every earlier asynchronous call of the group first, so
 // calls never overtake each other. Arguments are checked at once; a failure of the call itself
 // (a peer that died, a timeout) is thrown by wait().
+//
+// A Work also says when its call ran and what it sent, so that a program can draw a timeline of
+// calls that ran behind it (DDP's buckets, chapter 09): start_time() is when the call began to
+// run, after the calls queued before it, end_time() when it ended, well or not (steady_clock),
+// and bytes_sent() what this rank sent on the group meanwhile (ProcessGroup::bytes_sent(); a group
+// runs one call at a time, so they are this call's). torch's Work keeps times too from 2.x on
+// (getDuration() on NCCL with timing enabled; completion hooks get a WorkInfo with timeStarted and
+// timeFinished); 1.13's has none.
 struct CallOptions {
   bool async_op = false;
 };
 
 class Work {
  public:
-  Work() = default;  // a call that has finished: what a call without async_op returns
+  using Clock = std::chrono::steady_clock;
+
+  // No call: finished, with no times. A call with CallOptions but without async_op returns a
+  // finished Work with its times.
+  Work() = default;
   ~Work();
   Work(Work&&) noexcept = default;
   Work& operator=(Work&&) noexcept;
@@ -95,6 +107,10 @@ class Work {
   void wait();
   // True once the call has finished, well or not; never blocks.
   bool is_completed() const;
+  // Once is_completed(): see above. Before, and for a Work made by Work(), Clock's epoch and 0.
+  Clock::time_point start_time() const;
+  Clock::time_point end_time() const;
+  std::int64_t bytes_sent() const;
 
   struct State;  // shared with the communication thread
 
@@ -274,6 +290,8 @@ class ProcessGroup {
   class AsyncQueue;
   Work submit(std::function<void()> call);
   void wait_for_async();
+  // Runs `call` here and now, and returns it finished, with its times (exceptions pass through).
+  Work run_now(const std::function<void()>& call);
 
   int rank_;
   int size_;
