@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "agreement.h"
-#include "backends/common.h"
 #include "dist/check.h"
 #include "dist/init.h"
 #include "util/fnv1a.h"
@@ -106,7 +105,7 @@ void DistributedDataParallel::copy_rank0_buffers() {
   for (auto& [dtype, tensors] : by_dtype) {
     std::vector<Tensor> parts;
     for (const Tensor* t : tensors) parts.push_back(*t);
-    Tensor flat = backends::concatenate(parts, tensors.front()->device());
+    Tensor flat = cat(parts, tensors.front()->device());
     default_group().broadcast(flat, 0);
     std::int64_t at = 0;
     for (Tensor* t : tensors) {
