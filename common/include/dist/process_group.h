@@ -182,24 +182,12 @@ class ProcessGroup {
 
   // Traffic: bytes of tensor data this rank has sent on this group since it was made, counted
   // where the backend sends them (safe to read while asynchronous calls run). A call on 0
-  // elements, a barrier, and the set-up made at init count nothing.
-  //   * Gloo, on the mesh: what the mesh sends. all_reduce of n elements of e bytes: while
-  //     e*n <= 128 KiB + 40 bytes (32,778 float32 values) one exchange, every rank's tensor to
-  //     every other, e*n*(W-1); above that the ring, e*(2n - |segment rank| - |segment rank+1|)
-  //     where segment s is elements [n*s/W, n*(s+1)/W) rounded down (2*e*n*(W-1)/W on average
-  //     over the ranks); reduce_scatter and all_gather of n elements per rank (flat or not)
-  //     send e*n*(W-1).
-  //   * Gloo, its own algorithms, by their formulas: broadcast is a binomial tree
-  //     (gloo/broadcast.cc: the source sends the tensor to each of its ceil(log2 W) children, an
-  //     inner rank to each of its own, a leaf to none; W-1 sends in all); gather sends the
-  //     tensor to the destination; scatter's source sends each other rank its piece; send sends
-  //     the tensor.
-  //   * NCCL picks its own algorithms (rings, trees) and says nothing of what moved, so the
-  //     counts are nominal, those of a ring in rank order: all_reduce 2*(W-1)*bytes/W (rounded
-  //     down), all_gather and reduce_scatter (W-1) times one rank's part, broadcast the tensor
-  //     once on every rank but the one before the source, and gather, scatter and send exactly.
-  // header_bytes_sent() counts what is not tensor data: the 24-byte header (call number, count,
-  // dtype, op) that every Gloo mesh call sends each peer first. Transport framing is in neither.
+  // elements, a barrier, and the set-up made at init count nothing. How much each call sends is
+  // the backend's own affair, and its header says: Gloo's in common/src/backends/gloo_mesh.h
+  // (all_reduce, all_gather, reduce_scatter) and gloo.h (its own algorithms), NCCL's, nominal,
+  // in nccl.h.
+  // header_bytes_sent() counts what a backend sends beyond tensor data to check its calls: the
+  // Gloo mesh's per-call header (gloo_mesh.h); NCCL sends none. Transport framing is in neither.
   std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   std::int64_t header_bytes_sent() const {
     return header_bytes_sent_.load(std::memory_order_relaxed);
