@@ -32,8 +32,8 @@
 // them: buckets start in order, 0, 1, 2, ..., on every rank, so every rank makes the same calls
 // in the same order. no_sync() skips the averaging for the steps of gradient accumulation.
 // With NCCL, no other thread may issue NCCL calls on the same GPU while buckets travel (NCCL does
-// not allow two threads to do so, even on two communicators); the group's own calls are safe, as
-// it runs one at a time.
+// not allow two threads to do so at once, even on two communicators); the group itself runs its
+// calls one at a time.
 //
 // Where this differs from torch: torch hooks into autograd; here backward is written by hand, so
 // the program says when gradients are ready (grads_ready) or, in the simplest loop, calls
