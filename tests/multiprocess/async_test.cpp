@@ -124,7 +124,7 @@ TEST(AsyncOp, BadArgumentsThrowAtOnceAndAFailedCallThrowsFromWait) {
   EXPECT_EQ(results[0].exit_code, 0) << describe(results);
 }
 
-// A Work's times and bytes (what DDP's timeline and byte count read). Rank 1 comes 300 ms late:
+// A Work's times and bytes (what DDP's timeline and byte count read). Rank 1 comes 500 ms late:
 // on rank 0 the first call starts at once and runs until rank 1 has come, 250 ms or more; the
 // second, queued behind it, starts only when the first has ended; each says what it sent (at 2
 // ranks an all_reduce of n float32 values sends 4n bytes). A call with CallOptions but without
@@ -136,7 +136,7 @@ TEST(AsyncOp, AWorkSaysWhenItsCallRanAndWhatItSent) {
       return static_cast<long long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
     };
-    if (rank == 1) std::this_thread::sleep_for(300ms);
+    if (rank == 1) std::this_thread::sleep_for(500ms);
     Tensor first = dist::full(3, 1.0), second = dist::full(5, 1.0), third = dist::full(7, 1.0);
     const auto queued = Clock::now();
     dist::Work a = dist::all_reduce(first, ReduceOp::SUM, kAsync);
