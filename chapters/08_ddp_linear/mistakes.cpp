@@ -5,8 +5,9 @@
 //       the last rank builds Linear(2, 1), the others Linear(1, 1): DistributedDataParallel's
 //       constructor stops every rank with a ConfigError naming both models (exit 2).
 //   ddprun --standalone --nproc-per-node 2 ch08_mistakes --timeout 2 extra-step
-//       the last rank takes one more step than the others, which go on to the epoch's loss:
-//       each waits in a different all_reduce until the group's timeout (exit 1).
+//       the last rank takes one more step than the others, which go on to the epoch's loss: its
+//       gradient all_reduce meets their loss all_reduce on the one group, and every rank stops
+//       with both calls named (exit 1).
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>

@@ -142,15 +142,16 @@ int main(int argc, char** argv) {
 
     // ---- Step 2: the model (its own seed per rank), then DDP: rank 0's weights and buffers
     dist::Generator init_gen(static_cast<std::uint64_t>(f.seed + rank));
-    // SyncBatchNorm all_reduces on the default group, from the main thread; DDP's gradient
-    // thread has a group of its own, so the two never mix their calls.
+    // SyncBatchNorm all_reduces on the default group, from the main thread; DDP's buckets go to
+    // the same group's queue (async_op), and SyncBatchNorm's calls wait for the buckets queued
+    // before them, so every rank makes the same calls in the same order.
     Classifier model(init_gen, device, f.sync_bn ? &dist::default_group() : nullptr);
     int first_epoch = 0;
     if (f.resume) {
       first_epoch = static_cast<int>(load_checkpoint(f.checkpoint, model.state(), f.epochs));
     }
-    // NCCL forbids two threads issuing operations on one GPU at once, even on two communicators,
-    // and SyncBatchNorm's backward runs while DDP's thread all-reduces: with both, no overlap.
+    // NCCL forbids two threads issuing operations on one GPU at once, even on two communicators:
+    // with NCCL and SyncBatchNorm, the buckets stay on the main thread (no overlap).
     const bool nccl_sync_bn = f.sync_bn && dist::get_backend() == "nccl";
     auto ddp = std::make_unique<dist::DistributedDataParallel>(
         model.parameters(), dist::DdpOptions{.bucket_cap_mb = f.bucket_mb,

@@ -1,16 +1,15 @@
 // dist/ddp.h: DistributedDataParallel (chapter 08).
 #include "dist/ddp.h"
 
+#include <exception>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "agreement.h"
-#include "backends/common.h"
 #include "dist/check.h"
 #include "dist/init.h"
 #include "util/fnv1a.h"
-#include "util/worker_signals.h"
 
 namespace dist {
 namespace {
@@ -47,7 +46,7 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> paramet
     : parameters_(std::move(parameters)), options_(options) {
   ProcessGroup& group = default_group();
   world_ = group.size();
-  timeout_ = group.timeout();
+  overlap_ = options_.overlap && world_ > 1;
   if (parameters_.empty()) {
     throw ConfigError("DistributedDataParallel needs at least one parameter to train");
   }
@@ -95,24 +94,6 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> paramet
   for (Bucket& b : buckets_) b.buffer = Tensor(b.numel, kFloat32, device);
   ready_.assign(parameters_.size(), false);
   for (const Bucket& b : buckets_) missing_.push_back(b.params.size());
-
-  if (options_.overlap && world_ > 1) {
-    comm_ = new_group();              // a collective: every rank creates it here, in the same order
-    const util::WorkerSignals quiet;  // the thread leaves SIGTERM and SIGUSR1 to the program
-    thread_ = std::thread([this] { worker(); });
-  }
-}
-
-DistributedDataParallel::~DistributedDataParallel() {
-  if (thread_.joinable()) {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();  // an all_reduce in flight ends by its group's timeout at the latest
-  }
-  comm_.reset();
 }
 
 // Rank 0's buffers to every rank: one broadcast per dtype (torch coalesces them too).
@@ -124,7 +105,7 @@ void DistributedDataParallel::copy_rank0_buffers() {
   for (auto& [dtype, tensors] : by_dtype) {
     std::vector<Tensor> parts;
     for (const Tensor* t : tensors) parts.push_back(*t);
-    Tensor flat = backends::concatenate(parts, tensors.front()->device());
+    Tensor flat = cat(parts, tensors.front()->device());
     default_group().broadcast(flat, 0);
     std::int64_t at = 0;
     for (Tensor* t : tensors) {
@@ -178,62 +159,25 @@ void DistributedDataParallel::launch_ready_buckets() {
       b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad / world_);
     }
     // --8<-- [end:pack_divided]
-    if (comm_ != nullptr) {
-      {
-        std::lock_guard lock(mu_);
-        queue_.push_back(launched_);
+    try {
+      if (overlap_) {  // queued behind the group's earlier calls; waited for at the end
+        in_flight_.push_back(
+            default_group().all_reduce(b.buffer, ReduceOp::SUM, {.async_op = true}));
+      } else {
+        const Timeline::Span span(options_.timeline, span_name(launched_));
+        bytes_sent_ += default_group().all_reduce(b.buffer, ReduceOp::SUM, {}).bytes_sent();
       }
-      cv_.notify_all();
-    } else {
-      try {
-        all_reduce_bucket(launched_, default_group());
-      } catch (const Error&) {
-        failed_ = true;
-        throw;
-      }
+    } catch (const Error&) {
+      failed_ = true;
+      throw;
     }
     ++launched_;
   }
 }
 
-void DistributedDataParallel::all_reduce_bucket(std::size_t b, ProcessGroup& group) {
-  const Timeline::Span span(options_.timeline, "all_reduce bucket " + std::to_string(b) + " (" +
-                                                   std::to_string(buckets_[b].numel) + " values)");
-  const std::int64_t before = group.bytes_sent();  // only this thread calls on `group` now
-  group.all_reduce(buckets_[b].buffer, ReduceOp::SUM);
-  bytes_sent_ += group.bytes_sent() - before;
-}
-
-void DistributedDataParallel::worker() {
-  if (options_.timeline != nullptr) options_.timeline->name_this_thread("gradient all_reduce");
-  for (;;) {
-    std::size_t b = 0;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_, and nothing left to do
-      b = queue_.front();
-      queue_.pop_front();
-    }
-    std::exception_ptr failed;
-    {
-      std::lock_guard lock(mu_);
-      failed = error_;
-    }
-    if (failed == nullptr) {  // after a failure the group is broken: skip, but count
-      try {
-        all_reduce_bucket(b, *comm_);
-      } catch (...) {
-        failed = std::current_exception();
-      }
-    }
-    {
-      std::lock_guard lock(mu_);
-      if (failed != nullptr && error_ == nullptr) error_ = failed;
-      ++reduced_;
-    }
-    cv_.notify_all();
-  }
+std::string DistributedDataParallel::span_name(std::size_t b) const {
+  return "all_reduce bucket " + std::to_string(b) + " (" + std::to_string(buckets_[b].numel) +
+         " values)";
 }
 
 void DistributedDataParallel::finish_gradient_sync() {
@@ -246,22 +190,28 @@ void DistributedDataParallel::finish_gradient_sync() {
                   "in backward (torch would need find_unused_parameters=True)");
     }
   }
-  if (comm_ != nullptr) {
+  if (overlap_) {
+    // Every bucket's Work, in order; each call ends by the group's timeout at the latest. After
+    // a failure the group is closed and the later buckets fail at once: the first error is the
+    // one to report.
     const Timeline::Span span(options_.timeline, "wait for gradient buckets");
-    std::unique_lock lock(mu_);
-    // Each all_reduce ends within the group's timeout; twice that (and a second) is a deadline
-    // that only a broken thread could miss.
-    const auto deadline = std::chrono::steady_clock::now() + 2 * timeout_ + std::chrono::seconds(1);
-    if (!cv_.wait_until(lock, deadline, [&] { return reduced_ == buckets_.size(); })) {
-      failed_ = true;
-      throw TimeoutError(
-          "DistributedDataParallel: the gradient buckets were not all-reduced "
-          "before the deadline");
+    std::exception_ptr first_error;
+    for (std::size_t b = 0; b < in_flight_.size(); ++b) {
+      try {
+        in_flight_[b].wait();
+      } catch (...) {
+        if (first_error == nullptr) first_error = std::current_exception();
+      }
+      bytes_sent_ += in_flight_[b].bytes_sent();
+      if (options_.timeline != nullptr) {
+        options_.timeline->add(span_name(b), in_flight_[b].start_time(), in_flight_[b].end_time(),
+                               "gradient all_reduce");
+      }
     }
-    reduced_ = 0;
-    if (error_ != nullptr) {
+    in_flight_.clear();
+    if (first_error != nullptr) {
       failed_ = true;
-      std::rethrow_exception(error_);
+      std::rethrow_exception(first_error);
     }
   }
   for (Bucket& b : buckets_) {

@@ -244,8 +244,9 @@ template <typename Validate, typename Body>
 Work ProcessGroup::dispatch(CallOptions options, const Call& call, Validate&& validate,
                             Body&& body) {
   if (!options.async_op) {
-    run(call, validate, body);
-    return Work{};
+    wait_for_async();  // as run() would, but before the clock starts: the queued calls are not
+                       // this call's time
+    return run_now([&] { run(call, validate, body); });
   }
   validate();
   return submit([this, call, body] {

@@ -384,6 +384,31 @@ void Tensor::assign_slice(std::int64_t start, const Tensor& values) {
                      converted.device(), converted.nbytes());
 }
 
+Tensor cat(const std::vector<Tensor>& tensors, Device device) {
+  std::int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  Tensor out(total, tensors.empty() ? kFloat32 : tensors.front().dtype(), device);
+  std::int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    out.assign_slice(at, t);
+    at += t.numel();
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& tensor, std::int64_t split_size) {
+  if (split_size <= 0 || tensor.numel() % split_size != 0) {
+    throw Error("dist::split: runs of " + std::to_string(split_size) +
+                " elements do not divide a tensor of " + std::to_string(tensor.numel()) +
+                "; split_size must be positive and divide numel");
+  }
+  std::vector<Tensor> runs;
+  for (std::int64_t at = 0; at < tensor.numel(); at += split_size) {
+    runs.push_back(tensor.slice(at, split_size));
+  }
+  return runs;
+}
+
 bool Tensor::equal(const Tensor& other) const {
   const Device device = common_device(*this, other, "equal");
   if (dtype_ != other.dtype_ || numel_ != other.numel_) return false;

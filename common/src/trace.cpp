@@ -33,15 +33,37 @@ Timeline::Timeline(int rank) : rank_(rank), origin_(std::chrono::steady_clock::n
 int Timeline::thread_id() {
   const std::size_t me = std::hash<std::thread::id>{}(std::this_thread::get_id());
   for (std::size_t i = 0; i < threads_.size(); ++i) {
-    if (threads_[i].first == me) return static_cast<int>(i);
+    if (!threads_[i].lane && threads_[i].id == me) return static_cast<int>(i);
   }
-  threads_.emplace_back(me, "thread " + std::to_string(threads_.size()));
+  threads_.push_back({me, false, "thread " + std::to_string(threads_.size())});
+  return static_cast<int>(threads_.size() - 1);
+}
+
+int Timeline::lane_id(const std::string& lane) {
+  for (std::size_t i = 0; i < threads_.size(); ++i) {
+    if (threads_[i].lane && threads_[i].name == lane) return static_cast<int>(i);
+  }
+  threads_.push_back({0, true, lane});
   return static_cast<int>(threads_.size() - 1);
 }
 
 void Timeline::name_this_thread(const std::string& name) {
   std::lock_guard lock(mu_);
-  threads_[static_cast<std::size_t>(thread_id())].second = name;
+  threads_[static_cast<std::size_t>(thread_id())].name = name;
+}
+
+void Timeline::record(std::string name, std::chrono::steady_clock::time_point start,
+                      std::chrono::steady_clock::time_point end, int tid) {
+  using std::chrono::duration_cast;
+  using std::chrono::microseconds;
+  events_.push_back({std::move(name), duration_cast<microseconds>(start - origin_).count(),
+                     duration_cast<microseconds>(end - start).count(), tid});
+}
+
+void Timeline::add(std::string name, std::chrono::steady_clock::time_point start,
+                   std::chrono::steady_clock::time_point end, const std::string& lane) {
+  std::lock_guard lock(mu_);
+  record(std::move(name), start, end, lane_id(lane));
 }
 
 Timeline::Span::Span(Timeline* timeline, std::string name)
@@ -50,12 +72,8 @@ Timeline::Span::Span(Timeline* timeline, std::string name)
 Timeline::Span::~Span() {
   if (timeline_ == nullptr) return;
   const auto end = std::chrono::steady_clock::now();
-  using std::chrono::duration_cast;
-  using std::chrono::microseconds;
   std::lock_guard lock(timeline_->mu_);
-  timeline_->events_.push_back(
-      {std::move(name_), duration_cast<microseconds>(start_ - timeline_->origin_).count(),
-       duration_cast<microseconds>(end - start_).count(), timeline_->thread_id()});
+  timeline_->record(std::move(name_), start_, end, timeline_->thread_id());
 }
 
 std::string Timeline::json() const {
@@ -67,7 +85,7 @@ std::string Timeline::json() const {
   for (std::size_t i = 0; i < threads_.size(); ++i) {
     out += ",\n  {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " + pid +
            ", \"tid\": " + std::to_string(i) + ", \"args\": {\"name\": \"" +
-           escaped(threads_[i].second) + "\"}}";
+           escaped(threads_[i].name) + "\"}}";
   }
   for (const Event& e : events_) {
     out += ",\n  {\"ph\": \"X\", \"name\": \"" + escaped(e.name) + "\", \"pid\": " + pid +

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -18,13 +19,45 @@
 
 namespace dist {
 
-// What a Work and the communication thread share: whether the call has finished, and how.
+// What a Work and the communication thread share: whether the call has finished, and how; when
+// it ran, and what it sent meanwhile.
 struct Work::State {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
+  Clock::time_point start, end;
+  std::int64_t sent = 0;
 };
+
+namespace {
+
+// Runs `call` (a group's call, one at a time on that group) and finishes `state` with its times
+// and bytes; returns the call's exception, if any.
+std::exception_ptr run_timed(const std::function<void()>& call, const ProcessGroup& group,
+                             Work::State& state) {
+  const auto start = Work::Clock::now();
+  const std::int64_t sent_before = group.bytes_sent();
+  std::exception_ptr error;
+  try {
+    call();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const auto end = Work::Clock::now();
+  {
+    std::lock_guard lock(state.mu);
+    state.error = error;
+    state.start = start;
+    state.end = end;
+    state.sent = group.bytes_sent() - sent_before;
+    state.done = true;
+  }
+  state.cv.notify_all();
+  return error;
+}
+
+}  // namespace
 
 Work::~Work() {
   if (state_ == nullptr) return;
@@ -53,9 +86,27 @@ bool Work::is_completed() const {
   return state_->done;
 }
 
+Work::Clock::time_point Work::start_time() const {
+  if (state_ == nullptr) return {};
+  std::lock_guard lock(state_->mu);
+  return state_->done ? state_->start : Clock::time_point{};
+}
+
+Work::Clock::time_point Work::end_time() const {
+  if (state_ == nullptr) return {};
+  std::lock_guard lock(state_->mu);
+  return state_->done ? state_->end : Clock::time_point{};
+}
+
+std::int64_t Work::bytes_sent() const {
+  if (state_ == nullptr) return 0;
+  std::lock_guard lock(state_->mu);
+  return state_->done ? state_->sent : 0;
+}
+
 class ProcessGroup::AsyncQueue {
  public:
-  AsyncQueue() : thread_([this] { serve(); }) {}
+  explicit AsyncQueue(const ProcessGroup& group) : group_(group), thread_([this] { serve(); }) {}
   ~AsyncQueue() {
     {
       std::lock_guard lock(mu_);
@@ -100,18 +151,7 @@ class ProcessGroup::AsyncQueue {
         item = std::move(queue_.front());
         queue_.pop_front();
       }
-      std::exception_ptr error;
-      try {
-        item.call();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      {
-        std::lock_guard lock(item.state->mu);
-        item.state->error = error;
-        item.state->done = true;
-      }
-      item.state->cv.notify_all();
+      static_cast<void>(run_timed(item.call, group_, *item.state));
       {
         std::lock_guard lock(mu_);
         --pending_;
@@ -120,6 +160,7 @@ class ProcessGroup::AsyncQueue {
     }
   }
 
+  const ProcessGroup& group_;  // whose calls these are (its bytes_sent())
   std::mutex mu_;
   std::condition_variable cv_, idle_;
   std::deque<Item> queue_;
@@ -149,9 +190,16 @@ ProcessGroup::~ProcessGroup() = default;  // the backend's destructor has stoppe
 Work ProcessGroup::submit(std::function<void()> call) {
   if (async_ == nullptr) {
     const util::WorkerSignals quiet;  // its thread leaves SIGTERM and SIGUSR1 to the program
-    async_ = std::make_unique<AsyncQueue>();
+    async_ = std::make_unique<AsyncQueue>(*this);
   }
   return Work(async_->push(std::move(call)));
+}
+
+Work ProcessGroup::run_now(const std::function<void()>& call) {
+  auto state = std::make_shared<Work::State>();
+  const std::exception_ptr error = run_timed(call, *this, *state);
+  if (error != nullptr) std::rethrow_exception(error);
+  return Work(std::move(state));
 }
 
 void ProcessGroup::wait_for_async() {

@@ -124,4 +124,47 @@ TEST(AsyncOp, BadArgumentsThrowAtOnceAndAFailedCallThrowsFromWait) {
   EXPECT_EQ(results[0].exit_code, 0) << describe(results);
 }
 
+// A Work's times and bytes (what DDP's timeline and byte count read). Rank 1 comes 500 ms late:
+// on rank 0 the first call starts at once and runs until rank 1 has come, 250 ms or more; the
+// second, queued behind it, starts only when the first has ended; each says what it sent (at 2
+// ranks an all_reduce of n float32 values sends 4n bytes). A call with CallOptions but without
+// async_op returns its times too; a Work made by Work() has none.
+TEST(AsyncOp, AWorkSaysWhenItsCallRanAndWhatItSent) {
+  auto results = run_group(2, {.timeout = 30s}, [](int rank) {
+    using Clock = dist::Work::Clock;
+    const auto ms = [](Clock::duration d) {
+      return static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    };
+    if (rank == 1) std::this_thread::sleep_for(500ms);
+    Tensor first = dist::full(3, 1.0), second = dist::full(5, 1.0), third = dist::full(7, 1.0);
+    const auto queued = Clock::now();
+    dist::Work a = dist::all_reduce(first, ReduceOp::SUM, kAsync);
+    dist::Work b = dist::all_reduce(second, ReduceOp::SUM, kAsync);
+    const bool unknown_before =
+        rank == 1 || (a.start_time() == Clock::time_point{} &&
+                      a.end_time() == Clock::time_point{} && a.bytes_sent() == 0);
+    a.wait();
+    b.wait();
+    const auto before_sync = Clock::now();
+    dist::Work c = dist::all_reduce(third, ReduceOp::SUM, dist::CallOptions{});
+    const auto after_sync = Clock::now();
+    std::printf(
+        "rank %d: a %lld-%lld ms, b %lld-%lld ms after queueing; sent %lld, %lld, %lld bytes\n",
+        rank, ms(a.start_time() - queued), ms(a.end_time() - queued), ms(b.start_time() - queued),
+        ms(b.end_time() - queued), static_cast<long long>(a.bytes_sent()),
+        static_cast<long long>(b.bytes_sent()), static_cast<long long>(c.bytes_sent()));
+    const dist::Work none;
+    const bool ok = unknown_before && queued <= a.start_time() && a.start_time() <= a.end_time() &&
+                    a.end_time() <= b.start_time() && b.start_time() <= b.end_time() &&
+                    (rank == 1 || a.end_time() - a.start_time() >= 250ms) && a.bytes_sent() == 12 &&
+                    b.bytes_sent() == 20 && c.is_completed() && before_sync <= c.start_time() &&
+                    c.start_time() <= c.end_time() && c.end_time() <= after_sync &&
+                    c.bytes_sent() == 28 && none.start_time() == Clock::time_point{} &&
+                    none.bytes_sent() == 0;
+    return ok ? 0 : 1;
+  });
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << describe(results);
+}
+
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -171,9 +172,9 @@ TEST(DdpBuckets, ABucketFilledExactlyToItsCapTakesTheLastParameterAndOneValueMor
   }
 }
 
-// Gradients marked ready layer by layer, as backward produces them, with buckets all-reduced on
-// the gradient thread meanwhile, give the same averages as one call at the end without overlap;
-// the timeline shows each bucket's all_reduce on that thread.
+// Gradients marked ready layer by layer, as backward produces them, with buckets all-reduced
+// asynchronously meanwhile, give the same averages as one call at the end without overlap; the
+// timeline shows each bucket's all_reduce on the lane of the group's communication thread.
 TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
   const int world = GetParam();
   expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
@@ -198,18 +199,102 @@ TEST_P(DdpWorlds, OverlappedBucketsAverageLikeOneCallAtTheEnd) {
       }
     }
     const std::string trace = timeline.json();
-    // Every bucket's all_reduce is a span: on the gradient thread when there is one (W > 1).
+    // Every bucket's all_reduce is a span: on the "gradient all_reduce" lane with overlap (W > 1).
     ok = ok && timeline.size() >= 3 * 3 && contains(trace, "all_reduce bucket 2 (40 values)") &&
          contains(trace, "\"name\": \"gradient all_reduce\"") == (world > 1);
     return ok ? 0 : 1;
   }));
 }
 
-// With DIST_DEBUG=DETAIL both threads meet in the store before every call: the gradient thread
-// (DDP's own group) and the main thread (here a collective between layers, as SyncBatchNorm makes
-// in backward). Each group talks to the store on a connection of its own, so neither thread's
-// wait holds up the other's, on this rank or the next.
-TEST(Ddp, UnderDebugDetailTheGradientThreadNeverWaitsBehindTheMainThread) {
+// The order in which buckets travel: bucket 0 (parameters 5, 4, 3, 2: c's and b's) is
+// all-reduced as soon as b's gradients are ready, before a's exist; a bucket that waited for a
+// later one would lose the overlap and still average right. At 2 ranks every bucket takes the
+// one-step exchange, 4n bytes for n values: 92 for bucket 0 (23 values), then 16 and 160. With
+// overlap the bucket is queued on the group's communication thread; a call without async_op
+// (here a barrier, which sends no tensor data) waits for it, so its bytes are counted by then.
+TEST(DdpBuckets, ABucketIsAllReducedAsSoonAsItsLastGradientIsReady) {
+  for (const bool overlap : {false, true}) {
+    auto results = run_group(2, {.timeout = 30s}, [&](int rank) {
+      ThreeLayers m;
+      dist::DistributedDataParallel ddp(m.parameters(),
+                                        {.bucket_cap_mb = 0.0001, .overlap = overlap});
+      const std::int64_t start = dist::default_group().bytes_sent();
+      std::vector<long long> sent;  // after each layer's gradients
+      m.fill_grads(rank, 0);
+      for (dist::Linear* layer : {&m.c, &m.b, &m.a}) {
+        ddp.grads_ready(layer->parameters());
+        dist::barrier();
+        sent.push_back(dist::default_group().bytes_sent() - start);
+      }
+      ddp.finish_gradient_sync();
+      std::printf("bytes sent: %lld after layer c, %lld after b, %lld after a; DDP counted %lld\n",
+                  sent[0], sent[1], sent[2], static_cast<long long>(ddp.bytes_sent()));
+      const bool ok = sent == std::vector<long long>{0, 92, 268} && ddp.bytes_sent() == 268 &&
+                      holds_the_mean(m, 2, {0});
+      return ok ? 0 : 1;
+    });
+    for (const auto& r : results) {
+      EXPECT_EQ(r.exit_code, 0) << "overlap " << overlap << "\n" << describe(results);
+    }
+  }
+}
+
+// What this process holds open: its sockets (every TCP connection, listener and store
+// connection) and its threads.
+struct Holdings {
+  int sockets = 0, threads = 0;
+};
+Holdings holdings() {
+  Holdings h;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const auto target = std::filesystem::read_symlink(fd.path(), error).string();
+    h.sockets += !error && target.rfind("socket:", 0) == 0;
+  }
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++h.threads;
+  }
+  return h;
+}
+
+// DDP's overlap runs on the model's group and its communication thread (async_op): no second
+// process group (each Gloo group is two meshes of W - 1 connections) and no thread of its own.
+// Once one asynchronous call has started the group's thread, two overlapped steps, each with a
+// collective of the program's own during backward (as SyncBatchNorm's), start no thread and open
+// no socket (a second group would open 2(W - 1); a socket left from set-up may close meanwhile).
+TEST_P(DdpWorlds, OverlapOpensNoConnectionAndNoThreadOfItsOwn) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
+    dist::Tensor warm = dist::full(1, 1.0);
+    dist::all_reduce(warm, dist::ReduceOp::SUM, {.async_op = true}).wait();
+    const Holdings before = holdings();
+    ThreeLayers m;
+    dist::DistributedDataParallel ddp(m.parameters(), {.bucket_cap_mb = 0.0001});
+    for (int step = 0; step < 2; ++step) {
+      m.fill_grads(rank, step);
+      for (dist::Linear* layer : {&m.c, &m.b, &m.a}) {
+        ddp.grads_ready(layer->parameters());
+        dist::Tensor between = dist::full(1, 1.0);
+        dist::all_reduce(between);
+      }
+      ddp.finish_gradient_sync();
+    }
+    const Holdings after = holdings();
+    std::printf("rank %d: %d sockets and %d threads before DDP, %d and %d after two steps\n", rank,
+                before.sockets, before.threads, after.sockets, after.threads);
+    return after.sockets <= before.sockets && after.threads == before.threads &&
+                   ddp.overlapping() == (world > 1)
+               ? 0
+               : 1;
+  }));
+}
+
+// With DIST_DEBUG=DETAIL every call meets the other ranks' in the store first: the buckets, on
+// the group's communication thread, and the program's own collective between layers (as
+// SyncBatchNorm makes in backward), on the main thread. The program's call waits for the buckets
+// queued before it, so every rank checks the same calls in the same order, and none waits for
+// ever.
+TEST(Ddp, UnderDebugDetailBucketsAndTheProgramsOwnCallsCheckInOneOrder) {
   expect_all_ok(run_group(
       2, {.timeout = 5s},
       [](int rank) {

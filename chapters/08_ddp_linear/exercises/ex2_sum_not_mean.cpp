@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     // kLr, on any number of ranks (dist::get_world_size()).
     const double ddp_lr = kLr;  // replace it
     dist::Linear scaled(1, 1, start, dist::get_device());
-    {  // DDP's own group goes before the default group does
+    {  // DDP goes before the default group it all-reduces on
       dist::DistributedDataParallel ddp(scaled.parameters());
       ch08::train_on_line(scaled, ddp_lr, 2, [&] { ddp.average_gradients(); });
     }

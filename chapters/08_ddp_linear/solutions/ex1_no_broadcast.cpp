@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
 
     // The same with DistributedDataParallel: rank 0's start everywhere, and no gap ever.
     dist::Linear wrapped(1, 1, own, dist::get_device());
-    {  // DDP's own group goes before the default group does
+    {  // DDP goes before the default group it all-reduces on
       dist::DistributedDataParallel ddp(wrapped.parameters());
       ch08::train_on_line(wrapped, 0.01, 4, [&] { ddp.average_gradients(); });
     }

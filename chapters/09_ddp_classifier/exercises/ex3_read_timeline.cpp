@@ -1,7 +1,7 @@
 // Chapter 09, exercise 3 — read a timeline: did each bucket's all_reduce overlap backward?
 //
-// DDP starts all-reducing a bucket as soon as backward has finished every gradient in it, on a
-// thread of its own, while backward goes on with the layers below: that is the overlap. The
+// DDP starts all-reducing a bucket as soon as backward has finished every gradient in it, on the
+// group's communication thread, while backward goes on with the layers below: the overlap. The
 // program trains a three-layer model for a few steps with a dist::Timeline, writes each rank's
 // trace (as the chapter's --trace does), reads it back, and reports per bucket how long its
 // all_reduces ran and how much of that ran during backward. Write that part: the time each

@@ -23,15 +23,17 @@
 //
 // Buckets and overlap (chapter 09). Parameters are packed into buckets of about bucket_cap_mb,
 // in reverse order, because backward produces the last layer's gradients first. A backward that
-// calls grads_ready() as each layer finishes lets a full bucket's all_reduce start at once, on
-// a thread of its own, while backward goes on with the earlier layers; finish_gradient_sync()
-// waits for the last bucket. That thread uses a second process group (new_group()), so its
-// collectives never interleave with the ones the main thread makes meanwhile (SyncBatchNorm's).
-// Buckets start in order, 0, 1, 2, ..., on every rank, so every rank makes the same calls in the
-// same order. no_sync() skips the averaging for the steps of gradient accumulation.
-// With NCCL, overlap is safe only if nothing else issues NCCL calls on the same GPU meanwhile:
-// NCCL does not allow two threads to do so, even on two communicators. A model that
-// communicates in its own backward (SyncBatchNorm) must turn overlap off there (chapter 09 does).
+// calls grads_ready() as each layer finishes lets a full bucket's all_reduce start at once, as an
+// asynchronous call on the model's process group (async_op: it runs on the group's communication
+// thread), while backward goes on with the earlier layers; finish_gradient_sync() waits for every
+// bucket's Work, as torch's Reducer waits for its buckets' work at the end of backward. DDP has
+// no thread and no process group of its own. A collective the program makes on the group
+// meanwhile (SyncBatchNorm's, in backward) waits for the buckets queued before it and runs after
+// them: buckets start in order, 0, 1, 2, ..., on every rank, so every rank makes the same calls
+// in the same order. no_sync() skips the averaging for the steps of gradient accumulation.
+// With NCCL, no other thread may issue NCCL calls on the same GPU while buckets travel (NCCL does
+// not allow two threads to do so at once, even on two communicators); the group itself runs its
+// calls one at a time.
 //
 // Where this differs from torch: torch hooks into autograd; here backward is written by hand, so
 // the program says when gradients are ready (grads_ready) or, in the simplest loop, calls
@@ -43,14 +45,8 @@
 // Built in: common/src/ddp.cpp.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <exception>
-#include <memory>
-#include <mutex>
-#include <thread>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -62,9 +58,12 @@ namespace dist {
 
 struct DdpOptions {
   double bucket_cap_mb = 25;  // torch's default bucket size
-  // all_reduce buckets on a thread of their own, during backward (world_size > 1 only).
+  // all_reduce buckets asynchronously, during backward (world_size > 1 only).
   bool overlap = true;
-  Timeline* timeline = nullptr;  // records each bucket's all_reduce, if given; not owned
+  // Records each bucket's all_reduce, if given, from its Work's times: with overlap, on a lane
+  // named "gradient all_reduce" (the group's communication thread); without, on the caller's.
+  // Not owned.
+  Timeline* timeline = nullptr;
   // The model's buffers (BatchNorm's running statistics): state that is not trained, so DDP
   // never averages it. Rank 0's are copied to every rank at construction, as torch copies the
   // module's buffers with its parameters, and, with broadcast_buffers (torch's default), again
@@ -77,14 +76,16 @@ class DistributedDataParallel {
  public:
   // Checks that every rank has the same parameters (count and sizes; a mismatch is a
   // dist::ConfigError naming the ranks), then broadcasts rank 0's values to all, over the default
-  // group. A collective: every rank must construct it. The parameters must outlive this object.
+  // group, which then carries the gradients too. A collective: every rank must construct it. The
+  // parameters must outlive this object. Destroying it waits for buckets still in flight.
   explicit DistributedDataParallel(std::vector<Parameter*> parameters, DdpOptions options = {});
-  ~DistributedDataParallel();
+  ~DistributedDataParallel() = default;
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   // Backward says which gradients are final for this step. A bucket whose gradients are all
-  // ready is packed and its all_reduce started (after every earlier bucket's).
+  // ready is packed and its all_reduce started (after every earlier bucket's); without overlap,
+  // it returns once that all_reduce has ended.
   void grads_ready(const std::vector<Parameter*>& ready);
   // Waits for every bucket and writes the averages back into the grads. Every parameter must
   // have been marked ready. Within no_sync() both calls do nothing.
@@ -127,12 +128,13 @@ class DistributedDataParallel {
   };
   const std::vector<Parameter*>& parameters() const { return parameters_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  bool overlapping() const { return comm_ != nullptr; }
+  bool overlapping() const { return overlap_; }
   // Payload bytes this rank has sent for the gradients' all_reduces (ProcessGroup::bytes_sent):
   // per step, 2 * 4 * n(W - 1)/W for a ring bucket of n float32 values, give or take a value per
-  // half (the ring's segments are n/W rounded down or up; buckets of at most 128 KiB take a
-  // one-step exchange instead, 4n(W - 1)).
-  std::int64_t bytes_sent() const { return bytes_sent_.load(); }
+  // half (the ring's segments are n/W rounded down or up; on Gloo, buckets of at most 128 KiB
+  // take a one-step exchange instead, 4n(W - 1): backends/gloo_mesh.h). Each bucket's count comes
+  // from its Work: with overlap, it is added once finish_gradient_sync() has waited for the bucket.
+  std::int64_t bytes_sent() const { return bytes_sent_; }
   // How many NoSync guards have been made on this object: with average_gradients()' count of
   // all_reduces, it tells a guard that ended too early (made, yet every call sent) from none.
   std::int64_t no_sync_guards() const { return no_sync_guards_; }
@@ -143,13 +145,12 @@ class DistributedDataParallel {
   void check_usable() const;
   void copy_rank0_buffers();
   void launch_ready_buckets();
-  void all_reduce_bucket(std::size_t b, ProcessGroup& group);
-  void worker();
+  std::string span_name(std::size_t b) const;  // bucket b's all_reduce, as the timeline names it
 
   std::vector<Parameter*> parameters_;
   DdpOptions options_;
   int world_;
-  std::chrono::milliseconds timeout_;
+  bool overlap_;  // options_.overlap, with more than one rank
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;   // parameter index -> bucket
   std::vector<std::int64_t> offset_of_;  // parameter index -> offset in its bucket
@@ -158,22 +159,13 @@ class DistributedDataParallel {
   std::int64_t no_sync_guards_ = 0;
   bool sync_buffers_next_ = true;  // torch's require_forward_param_sync
   bool failed_ = false;            // a gradient all_reduce failed (see check_usable)
-  std::atomic<std::int64_t> bytes_sent_{0};
+  std::int64_t bytes_sent_ = 0;
 
   // This step's progress.
   std::vector<bool> ready_;
   std::vector<std::size_t> missing_;  // per bucket: parameters not ready yet
   std::size_t launched_ = 0;
-
-  // The gradient thread (overlap) and its own group.
-  std::unique_ptr<ProcessGroup> comm_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::size_t> queue_;
-  std::size_t reduced_ = 0;
-  std::exception_ptr error_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::vector<Work> in_flight_;  // with overlap: the launched buckets' all_reduces, in order
 };
 
 }  // namespace dist

@@ -105,7 +105,7 @@ void recv(Tensor& tensor, int src, int tag = 0);
 // torch.distributed.new_group() over every rank: a second, independent group with the default
 // group's ranks, backend and timeout, and connections of its own. A collective: every rank calls
 // it, in the same order. Two groups let two threads run collectives at the same time without
-// their calls interleaving (DistributedDataParallel's gradient thread uses one, chapter 09).
+// their calls interleaving (ShardedDataParallel uses one, chapter 12).
 // Destroy it before destroy_process_group().
 std::unique_ptr<ProcessGroup> new_group();
 

@@ -78,13 +78,25 @@ const char* reduce_op_name(ReduceOp op);  // "SUM", ...
 // call made without async_op waits for every earlier asynchronous call of the group first, so
 // calls never overtake each other. Arguments are checked at once; a failure of the call itself
 // (a peer that died, a timeout) is thrown by wait().
+//
+// A Work also says when its call ran and what it sent, so that a program can draw a timeline of
+// calls that ran behind it (DDP's buckets, chapter 09): start_time() is when the call began to
+// run, after the calls queued before it, end_time() when it ended, well or not (steady_clock),
+// and bytes_sent() what this rank sent on the group meanwhile (ProcessGroup::bytes_sent(); a group
+// runs one call at a time, so they are this call's). torch's Work keeps times too from 2.x on
+// (getDuration() on NCCL with timing enabled; completion hooks get a WorkInfo with timeStarted and
+// timeFinished); 1.13's has none.
 struct CallOptions {
   bool async_op = false;
 };
 
 class Work {
  public:
-  Work() = default;  // a call that has finished: what a call without async_op returns
+  using Clock = std::chrono::steady_clock;
+
+  // No call: finished, with no times. A call with CallOptions but without async_op returns a
+  // finished Work with its times.
+  Work() = default;
   ~Work();
   Work(Work&&) noexcept = default;
   Work& operator=(Work&&) noexcept;
@@ -95,6 +107,10 @@ class Work {
   void wait();
   // True once the call has finished, well or not; never blocks.
   bool is_completed() const;
+  // Once is_completed(): see above. Before, and for a Work made by Work(), Clock's epoch and 0.
+  Clock::time_point start_time() const;
+  Clock::time_point end_time() const;
+  std::int64_t bytes_sent() const;
 
   struct State;  // shared with the communication thread
 
@@ -166,24 +182,12 @@ class ProcessGroup {
 
   // Traffic: bytes of tensor data this rank has sent on this group since it was made, counted
   // where the backend sends them (safe to read while asynchronous calls run). A call on 0
-  // elements, a barrier, and the set-up made at init count nothing.
-  //   * Gloo, on the mesh: what the mesh sends. all_reduce of n elements of e bytes: while
-  //     e*n <= 128 KiB + 40 bytes (32,778 float32 values) one exchange, every rank's tensor to
-  //     every other, e*n*(W-1); above that the ring, e*(2n - |segment rank| - |segment rank+1|)
-  //     where segment s is elements [n*s/W, n*(s+1)/W) rounded down (2*e*n*(W-1)/W on average
-  //     over the ranks); reduce_scatter and all_gather of n elements per rank (flat or not)
-  //     send e*n*(W-1).
-  //   * Gloo, its own algorithms, by their formulas: broadcast is a binomial tree
-  //     (gloo/broadcast.cc: the source sends the tensor to each of its ceil(log2 W) children, an
-  //     inner rank to each of its own, a leaf to none; W-1 sends in all); gather sends the
-  //     tensor to the destination; scatter's source sends each other rank its piece; send sends
-  //     the tensor.
-  //   * NCCL picks its own algorithms (rings, trees) and says nothing of what moved, so the
-  //     counts are nominal, those of a ring in rank order: all_reduce 2*(W-1)*bytes/W (rounded
-  //     down), all_gather and reduce_scatter (W-1) times one rank's part, broadcast the tensor
-  //     once on every rank but the one before the source, and gather, scatter and send exactly.
-  // header_bytes_sent() counts what is not tensor data: the 24-byte header (call number, count,
-  // dtype, op) that every Gloo mesh call sends each peer first. Transport framing is in neither.
+  // elements, a barrier, and the set-up made at init count nothing. How much each call sends is
+  // the backend's own affair, and its header says: Gloo's in common/src/backends/gloo_mesh.h
+  // (all_reduce, all_gather, reduce_scatter) and gloo.h (its own algorithms), NCCL's, nominal,
+  // in nccl.h.
+  // header_bytes_sent() counts what a backend sends beyond tensor data to check its calls: the
+  // Gloo mesh's per-call header (gloo_mesh.h); NCCL sends none. Transport framing is in neither.
   std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   std::int64_t header_bytes_sent() const {
     return header_bytes_sent_.load(std::memory_order_relaxed);
@@ -274,6 +278,8 @@ class ProcessGroup {
   class AsyncQueue;
   Work submit(std::function<void()> call);
   void wait_for_async();
+  // Runs `call` here and now, and returns it finished, with its times (exceptions pass through).
+  Work run_now(const std::function<void()>& call);
 
   int rank_;
   int size_;

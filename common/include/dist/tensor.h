@@ -285,6 +285,16 @@ inline Tensor full(std::int64_t n, double v, DType dtype = kFloat32, Device devi
   return Tensor::full(n, v, dtype, device);
 }
 
+// torch.cat for these one-dimensional tensors: tensors[0], tensors[1], ... end to end, in one new
+// tensor of the first one's dtype (the others are converted to it) on `device`. torch.cat takes
+// the device of its inputs and refuses an empty list; here the caller names the device, so that
+// an empty list gives an empty float32 tensor there.
+Tensor cat(const std::vector<Tensor>& tensors, Device device);
+// torch.split(tensor, split_size) for a tensor of `split_size * n` elements: the n runs of
+// `split_size` elements, in order, as new tensors (torch returns views of `tensor`; a dist::Tensor
+// owns its values). Throws dist::Error unless split_size > 0 divides tensor.numel().
+std::vector<Tensor> split(const Tensor& tensor, std::int64_t split_size);
+
 // Bytes of tensor storage this process holds, counted where every dist::Tensor's storage is made
 // and freed: torch.cuda.memory_allocated, max_memory_allocated and reset_peak_memory_stats, for
 // the CPU as well as the GPU. One count per kind of device: `device` is Device::cpu() (the

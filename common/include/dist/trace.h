@@ -5,9 +5,11 @@
 //   timeline.write("trace/rank0.json");   // open it in https://ui.perfetto.dev or chrome://tracing
 //
 // Each Span is a complete event ("ph": "X") with its start and duration in microseconds since the
-// Timeline was made, on the thread that recorded it (named "main" or "gradient all_reduce"), in a
-// process named "rank R". Recording takes a mutex, so several threads may record at once. A null
-// Timeline pointer makes Span do nothing, so code can always say what it is doing.
+// Timeline was made, on the thread that recorded it (named "main", say), in a process named
+// "rank R". add() records a span that ran elsewhere, from its times, on a lane named for where
+// it ran: DDP's bucket all_reduces, from their Works, on "gradient all_reduce". Recording takes a
+// mutex, so several threads may record at once. A null Timeline pointer makes Span do nothing, so
+// code can always say what it is doing.
 //
 // Taught in: chapter 09 (ddp_classifier).
 // Built in: common/src/trace.cpp.
@@ -40,6 +42,11 @@ class Timeline {
     std::chrono::steady_clock::time_point start_;
   };
 
+  // A span that ran from `start` to `end`, on the lane named `lane` (made on first use, apart
+  // from the threads): what a process group's communication thread ran, from its Work's times.
+  void add(std::string name, std::chrono::steady_clock::time_point start,
+           std::chrono::steady_clock::time_point end, const std::string& lane);
+
   // The whole trace as JSON (the Chrome trace event format's object form).
   std::string json() const;
   // Writes json() to `path` atomically (a temporary file, then rename): a reader never sees half
@@ -54,12 +61,20 @@ class Timeline {
     int tid;
   };
   int thread_id();  // a small number per thread, in order of first use; needs mu_
+  int lane_id(const std::string& lane);  // the same for a lane of add()'s; needs mu_
+  void record(std::string name, std::chrono::steady_clock::time_point start,
+              std::chrono::steady_clock::time_point end, int tid);  // needs mu_
 
   int rank_;
   std::chrono::steady_clock::time_point origin_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
-  std::vector<std::pair<std::size_t, std::string>> threads_;  // hash of std::thread::id, name
+  struct Thread {
+    std::size_t id;  // hash of std::thread::id; 0 for a lane of add()'s
+    bool lane;
+    std::string name;
+  };
+  std::vector<Thread> threads_;  // tid -> thread or lane
 };
 
 }  // namespace dist

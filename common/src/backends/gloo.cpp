@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/common.h"
 #include "backends/gloo_loop.h"
 #include "backends/gloo_mesh.h"
 #include "dist/check.h"
@@ -309,7 +308,7 @@ class ProcessGroupGloo : public ProcessGroup {
       gloo_call([&] { gloo::gather(with_tag_and_timeout(opts)); });
     });
     if (!root) count_sent(static_cast<std::int64_t>(input.nbytes()));
-    if (root) split(flat, input.numel(), size(), *outputs);
+    if (root) *outputs = split(flat, input.numel());
   }
 
   void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {

@@ -1,5 +1,12 @@
 // The Gloo backend's factory (internal). backends/factory.cpp calls it once the ranks have met in
 // the store and agreed on Gloo.
+//
+// What a Gloo group sends (ProcessGroup::bytes_sent): all_reduce, all_gather and reduce_scatter
+// run on the backend's mesh, which says what it sends (gloo_mesh.h). The others are Gloo's own
+// algorithms, counted by their formulas: broadcast is a binomial tree (gloo/broadcast.cc: the
+// source sends the tensor to each of its ceil(log2 W) children, an inner rank to each of its own,
+// a leaf to none; W-1 sends in all); gather sends the tensor to the destination; scatter's
+// source sends each other rank its piece; send sends the tensor.
 #pragma once
 
 #include <chrono>

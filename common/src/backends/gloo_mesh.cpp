@@ -69,7 +69,7 @@ MeshCollectives::MeshCollectives(std::shared_ptr<gloo::Context> context, int ran
       size_(size),
       pieces_(kMaxPiece * static_cast<std::size_t>(size)),
       scratch_(kChunk) {
-  static_assert(sizeof(Header) == 24);
+  static_assert(sizeof(Header) == kHeaderBytes);
   send_.resize(static_cast<std::size_t>(size));
   recv_.resize(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {

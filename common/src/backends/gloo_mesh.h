@@ -29,7 +29,13 @@
 //     chunks or more each). A send that does wait waits for a peer with data to read.
 // Gloo's exceptions pass through; the backend (gloo.cpp) turns them into errors naming the call.
 // Every send is reported to on_sent() as it completes, tensor data and headers apart
-// (ProcessGroup::bytes_sent).
+// (ProcessGroup::bytes_sent and header_bytes_sent):
+//   - header: kHeaderBytes (24: call number, count, dtype, op) to each peer, once per call;
+//   - all_reduce of n elements of e bytes: while e*n <= kMaxPiece - kHeaderBytes = 128 KiB + 40
+//     bytes (32,778 float32 values), the one exchange, every rank's tensor to every other,
+//     e*n*(W-1); above that the ring, e*(2n - |segment rank| - |segment rank+1|) where segment s
+//     is elements [n*s/W, n*(s+1)/W) rounded down (2*e*n*(W-1)/W on average over the ranks);
+//   - reduce_scatter and all_gather of n elements per rank (flat or not): e*n*(W-1).
 #pragma once
 
 #include <gloo/context.h>
@@ -52,6 +58,7 @@ class MeshCollectives {
  public:
   static constexpr std::size_t kMaxPiece = 128 * 1024 + 64;  // a small tensor and its header
   static constexpr std::size_t kChunk = 64 * 1024;           // the ring's unit of transfer
+  static constexpr std::size_t kHeaderBytes = 24;            // sizeof(Header), on the wire
 
   // out[i] = op(a[i], b[i]) for `count` elements; out may be a.
   using Reduce = std::function<void(void* out, const void* a, const void* b, std::size_t count)>;

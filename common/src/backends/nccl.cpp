@@ -15,8 +15,10 @@
 //      throws an error that names the call. An aborted group refuses every later call.
 // The argument checks, the numbering of calls and the rule for 0 elements are ProcessGroup's; this
 // file adds NCCL's own (tensors on this rank's GPU, no bitwise reductions).
-// What it leaves out: asynchronous work handles (torch's async_op=True), communicator splitting
-// for subgroups, and NCCL's zero-copy buffer registration.
+// async_op=True works as on every backend: ProcessGroup runs the call on the group's
+// communication thread (work.cpp), which makes this GPU current for the call as any thread does.
+// What it leaves out: communicator splitting for subgroups, and NCCL's zero-copy buffer
+// registration.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -28,7 +30,6 @@
 #include <thread>
 #include <utility>
 
-#include "backends/common.h"
 #include "backends/nccl.h"
 #include "backends/unique_id.h"
 #include "dist/check.h"
@@ -280,12 +281,12 @@ class ProcessGroupNCCL : public ProcessGroup {
       return ncclAllGather(input.data(), flat.data(), count(input), nccl_type(input.dtype()), comm_,
                            stream_);
     });
-    split(flat, input.numel(), size(), outputs);
+    outputs = split(flat, input.numel());
     count_sent((size() - 1) * bytes(input));
   }
 
   void do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
-    const Tensor flat = concatenate(inputs, output.device());
+    const Tensor flat = cat(inputs, output.device());
     run([&] {
       return ncclReduceScatter(flat.data(), output.data(), count(output), nccl_type(output.dtype()),
                                nccl_op(op), comm_, stream_);
@@ -335,7 +336,7 @@ class ProcessGroupNCCL : public ProcessGroup {
       return;
     }
     flat.assign_slice(rank() * input.numel(), input);
-    split(flat, input.numel(), size(), *outputs);
+    *outputs = split(flat, input.numel());
   }
 
   void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) override {

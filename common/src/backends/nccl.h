@@ -1,6 +1,12 @@
 // The NCCL backend's factory (internal). backends/factory.cpp calls it once the ranks have met in
 // the store and agreed on NCCL; only the cuda preset builds the real one (nccl.cpp). Without it,
 // nccl_unavailable.cpp explains how to get it.
+//
+// What an NCCL group sends (ProcessGroup::bytes_sent): NCCL picks its own algorithms (rings,
+// trees) and says nothing of what moved, so the counts are nominal, those of a ring in rank order:
+// all_reduce 2*(W-1)*bytes/W (rounded down), all_gather and reduce_scatter (W-1) times one rank's
+// part, broadcast the tensor once on every rank but the one before the source, and gather,
+// scatter and send exactly. It sends no header (header_bytes_sent stays 0).
 #pragma once
 
 #include <chrono>
