@@ -35,6 +35,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools", "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
+
 PYTHON = "/usr/bin/python3"
 OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
 SECTIONS = ("startup", "collectives", "training", "sharding")
@@ -55,7 +58,7 @@ def run(cmd, env=None):
 
 
 def launch(args, nproc, program):
-    return [os.path.join(args.bin, "ddprun"), "--standalone", "--nproc-per-node", str(nproc)] + program
+    return ddprun(args.bin, nproc, program)
 
 
 def loopback(args):
