@@ -37,7 +37,7 @@ class DeadlinePassed(Exception):
     with what it wrote until it was stopped."""
 
     def __init__(self, deadline_s, late, results):
-        super().__init__(f"no end within {deadline_s} s: {', '.join(late)}")
+        super().__init__(f"no end within {deadline_s} s: {', '.join(map(str, late))}")
         self.deadline_s, self.late, self.results = deadline_s, late, results
 
 
@@ -95,7 +95,8 @@ def finish(procs, deadline_s, grace_s=STOP_GRACE_S):
         _signal_group(procs[name], signal.SIGTERM)
     for name in waiting:
         proc = procs[name]
-        results[name] = Finished(proc.returncode, *stop_group(proc, grace_s))
+        out, err = stop_group(proc, grace_s)  # before reading returncode: it sets it
+        results[name] = Finished(proc.returncode, out, err)
     raise DeadlinePassed(deadline_s, late, {name: results[name] for name in procs})
 
 
