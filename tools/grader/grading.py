@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
 from disttut import processes  # noqa: E402
-from disttut.ddprun import ddprun  # noqa: E402
+from disttut.ddprun import ddprun, ddprun_node  # noqa: E402,F401  (graders import ddprun_node)
 from disttut.ports import free_port  # noqa: E402,F401  (the graders import it from here)
 
 RANK_LINE = re.compile(r"^\[rank (\d+)/(\d+)\] (.*)$")
@@ -176,10 +176,12 @@ class Exercise:
     runner: Optional[Callable] = None
 
 
-def run_ddprun(bin_dir, program, world, args, deadline_s, env=None):
-    """`ddprun --standalone --nproc-per-node WORLD PROGRAM ARGS...`, stopped with its ranks at the
-    deadline (disttut.processes): a grader never hangs."""
-    return run_command(ddprun(bin_dir, world, [program, *args]), world, deadline_s, env)
+def run_ddprun(bin_dir, program, world, args, deadline_s, env=None, flags=()):
+    """`ddprun --standalone --nproc-per-node WORLD FLAGS... PROGRAM ARGS...` (flags: ddprun's own,
+    such as --max-restarts), stopped with its ranks at the deadline (disttut.processes): a grader
+    never hangs."""
+    return run_command(ddprun(bin_dir, world, [program, *args], flags=flags), world, deadline_s,
+                       env)
 
 
 def run_command(command, world, deadline_s, env=None):
