@@ -77,8 +77,8 @@ def stop_group(proc, grace_s=STOP_GRACE_S):
 def finish(procs, deadline_s, grace_s=STOP_GRACE_S):
     """Waits for every process of {name: Popen} (started by start()) until one deadline,
     deadline_s from now, for all of them; returns {name: Finished} in the same order. When the
-    deadline passes, every process still running is sent SIGTERM at once (then stop_group), and
-    DeadlinePassed is raised with every process's result."""
+    deadline passes with processes still running, each of them is sent SIGTERM at once (then
+    stop_group), and DeadlinePassed is raised with every process's result."""
     deadline = time.monotonic() + deadline_s
     results = {}
     for name, proc in procs.items():
@@ -95,9 +95,16 @@ def finish(procs, deadline_s, grace_s=STOP_GRACE_S):
         _signal_group(procs[name], signal.SIGTERM)
     for name in waiting:
         proc = procs[name]
-        out, err = stop_group(proc, grace_s)  # before reading returncode: it sets it
-        results[name] = Finished(proc.returncode, out, err)
-    raise DeadlinePassed(deadline_s, late, {name: results[name] for name in procs})
+        try:  # one that ended just now, its output not yet read: read it, as for the others
+            out, err = (stop_group(proc, grace_s) if name in late
+                        else proc.communicate(timeout=grace_s))
+        except subprocess.TimeoutExpired:  # ended, but what it started holds its pipes
+            out, err = stop_group(proc, grace_s)
+        results[name] = Finished(proc.returncode, out, err)  # after stop_group: it sets the code
+    results = {name: results[name] for name in procs}
+    if late:
+        raise DeadlinePassed(deadline_s, late, results)
+    return results
 
 
 def run(argv, deadline_s, env=None, **popen_args):
