@@ -410,12 +410,18 @@ def plots(args, rows):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--bin", default=os.path.join(ROOT, "build", "release", "bin"))
-    p.add_argument("--out", default=os.path.join(ROOT, "build", "bench"))
-    p.add_argument("--max-mib", type=int, default=256)
+    # ./tutorial bench passes its flags here unchecked: an unknown or abbreviated one is an error
+    # that names it, with the usage line of every flag (argparse's own, exit 2).
+    p = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.splitlines()[0],
+                                allow_abbrev=False)
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "release", "bin"),
+                   help="the built programs (default build/release/bin)")
+    p.add_argument("--out", default=os.path.join(ROOT, "build", "bench"),
+                   help="where the report, the plots and the raw rows go (default build/bench)")
+    p.add_argument("--max-mib", type=int, default=256,
+                   help="the collectives' largest size, in MiB (default 256)")
     p.add_argument("--worlds", default="2,4", help="world sizes for the collectives (default 2,4)")
-    p.add_argument("--repeat", type=int, default=5, help="init runs per implementation (median)")
+    p.add_argument("--repeat", type=int, default=5, help="init runs per implementation (median; default 5)")
     p.add_argument("--sweeps", type=int, default=2,
                    help="sweeps of the collectives and training runs per side, alternating; "
                         "each row keeps its best (default 2)")
@@ -429,7 +435,12 @@ def main():
     p.add_argument("--quick", action="store_true",
                    help="sizes to 1 MiB, 1 init run, 3 job-life runs and 1 sweep, chapter 12 at "
                         "2 ranks on 512 images: a smoke test")
+    p.add_argument("--check-args", action="store_true",
+                   help="check the other arguments, then exit 0 without running anything "
+                        "(./tutorial bench does this before it builds)")
     args = p.parse_args()
+    if not re.fullmatch(r"[1-9][0-9]*(,[1-9][0-9]*)*", args.worlds):
+        p.error(f"argument --worlds: want world sizes like 2,4, got '{args.worlds}'")
     args.worlds = [int(w) for w in args.worlds.split(",")]
     args.sections = [s for s in args.sections.split(",") if s]
     unknown = [s for s in args.sections if s not in SECTIONS]
@@ -445,6 +456,8 @@ def main():
         sys.exit("bench: --sweeps, --repeat and --life-runs must be at least 1")
     if args.sharding_samples < 64:
         sys.exit("bench: --sharding-samples must be at least 64 (ch12_sharding's least)")
+    if args.check_args:
+        return
     needed = {"startup": ["bench_loopback", "bench_init", "ch01_get_dist_info"],
               "collectives": ["bench_collectives"],
               "training": ["ch08_ddp_linear", "ch09_ddp_classifier"],

@@ -2,7 +2,7 @@
 
 Run under a launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py
+    ddprun --standalone --nproc-per-node 2 twin.py
 It prints the same lines as ch01_get_dist_info; tests/chapters/chapter_check.py parity compares them.
 
 Post A calls get_dist_info() a PyTorch function. It is mmcv's (mmcv.runner.get_dist_info, now

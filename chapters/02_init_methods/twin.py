@@ -1,7 +1,7 @@
 """Chapter 02's twin: the same five initialisations with PyTorch (gloo), as post B writes them.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py
+    ddprun --standalone --nproc-per-node 2 twin.py
 It prints the same lines as ch02_init_methods; tests/chapters/chapter_check.py parity compares them.
 
 Two places where torch 1.13 differs from the dist library, and what this twin does about them:

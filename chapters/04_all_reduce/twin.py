@@ -1,7 +1,7 @@
 """Chapter 04's twin: the same lesson with PyTorch (gloo), as a reader of post C would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py
+    ddprun --standalone --nproc-per-node 2 twin.py
 It prints the same lines as ch04_all_reduce; tests/chapters/chapter_check.py parity compares them.
 """
 import argparse

@@ -121,9 +121,9 @@ def by_hand(case, case_dir):
 
 
 def under_ddprun(ddprun, case_dir):
-    env = dict(os.environ, CASE_DIR=case_dir)
-    run = ddprun_line(os.path.dirname(os.path.abspath(ddprun)), 2,
-                      [PYTHON, __file__, "--rank", "launcher"], deadline=DEADLINE_S, env=env)
+    env = dict(os.environ, CASE_DIR=case_dir, PYTHON_EXEC=PYTHON)  # as torchrun runs a script
+    run = ddprun_line(os.path.dirname(os.path.abspath(ddprun)), 2, [__file__, "--rank", "launcher"],
+                      deadline=DEADLINE_S, env=env)
     return run.returncode, run.stdout + run.stderr
 
 

@@ -1,7 +1,7 @@
 """Chapter 05's twin: the same lesson with PyTorch (gloo), as a reader of post C would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--no-barrier]
+    ddprun --standalone --nproc-per-node 2 twin.py [--no-barrier]
 It prints the same lines as ch05_barrier; tests/chapters/chapter_check.py parity compares them.
 
 zero_first below is post C's torch_distributed_zero_first with its barrier turned into an

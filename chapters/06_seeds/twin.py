@@ -1,7 +1,7 @@
 """Chapter 06's twin: the same lesson with PyTorch (gloo), as a reader of post C would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--seed 0] [--no-deterministic]
+    ddprun --standalone --nproc-per-node 2 twin.py [--seed 0] [--no-deterministic]
 It prints the same lines as ch06_seeds, with the same numbers: dist::randint is torch.randint on
 the CPU, draw for draw, and the DataLoader steps run a real DataLoader with worker processes, whose
 seeds the C++ program computes (dist::dataloader_base_seed). tests/chapters/chapter_check.py

@@ -1,7 +1,7 @@
 """Chapter 07's twin: the same lesson with PyTorch (gloo), as a reader of post D would write it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--dataset-size 11 ...]
+    ddprun --standalone --nproc-per-node 2 twin.py [--dataset-size 11 ...]
 It takes the flags of ch07_sampler and prints the same lines; tests/chapters/chapter_check.py
 parity compares them. Where main.cpp cuts batches with a BatchSampler, the twin reads them from
 a DataLoader, as the posts do: the parity test compares them index for index.

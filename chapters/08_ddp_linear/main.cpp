@@ -28,6 +28,7 @@
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 #include <dist/sampler.h>
 
 #include <algorithm>

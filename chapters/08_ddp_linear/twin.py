@@ -1,7 +1,7 @@
 """Chapter 08's twin: post B's linear model trained with PyTorch's DistributedDataParallel (gloo).
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py [--epochs 20 ...]
+    ddprun --standalone --nproc-per-node 2 twin.py [--epochs 20 ...]
 It takes the flags of ch08_ddp_linear and prints the same lines. The data and every rank's
 initial weights are the same bits as in main.cpp (both come from torch.randint's draws); the
 losses and weights then agree to float32 rounding, which tests/chapters/chapter_check.py parity

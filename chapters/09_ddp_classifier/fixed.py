@@ -4,7 +4,7 @@ Post A (get_dist_info and friends) shows a DDP training script that cannot run a
 is that script with every fault fixed; each fix is marked `# FIX:` with what the post wrote.
 
     torchrun --nproc-per-node 2 fixed.py                 # GPUs, NCCL: the post's setting
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 fixed.py --fake-data --weights none
+    ddprun --standalone --nproc-per-node 2 fixed.py --fake-data --weights none
 
 The second line is what the test `09_ddp_classifier_fixed_py` runs: CPU ranks on gloo,
 torchvision's FakeData instead of CIFAR-10 (no download), no pretrained weights (no download

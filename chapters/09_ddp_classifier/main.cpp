@@ -19,6 +19,7 @@
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 #include <dist/sampler.h>
 #include <dist/trace.h>
 #include <dist/zero_first.h>

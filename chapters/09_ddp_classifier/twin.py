@@ -2,7 +2,7 @@
 flow would be written for it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 1 /usr/bin/python3 twin.py
+    ddprun --standalone --nproc-per-node 1 twin.py
 It takes the flags of ch09_ddp_classifier that change what is computed (--train-samples,
 --test-samples, --batch-size, --epochs, --lr, --seed, --min-accuracy, --no-sync-bn) and prints
 the same lines; --accumulate, --checkpoint, --resume, --trace and the bucket flags are the C++

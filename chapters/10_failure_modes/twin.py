@@ -1,8 +1,8 @@
 """Chapter 10's twin: the collective mistakes of ch10_broken, made with PyTorch (gloo).
 
 Run under a launcher, with or without PyTorch's own check:
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py CASE [--timeout S]
-    TORCH_DISTRIBUTED_DEBUG=DETAIL ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py CASE
+    ddprun --standalone --nproc-per-node 2 twin.py CASE [--timeout S]
+    TORCH_DISTRIBUTED_DEBUG=DETAIL ddprun --standalone --nproc-per-node 2 twin.py CASE
 CASE is partial-collective, mismatched-size, mismatched-dtype, mismatched-op or skipped-barrier:
 the same code as broken.cpp's, with the mistake. Each rank prints the tensor it ended with or the error it got
 (first line only), and exits 1 on an error. What PyTorch 1.13 does is the chapter's comparison;

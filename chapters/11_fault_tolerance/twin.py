@@ -1,27 +1,22 @@
-"""Chapter 11's twin: the same fault-tolerant training with PyTorch (DDP on gloo), and its own
-restart loop.
+"""Chapter 11's twin: the same fault-tolerant training with PyTorch (DDP on gloo).
 
-    /usr/bin/python3 twin.py --nproc 2 [--max-restarts 1] [the flags of ch11_fault_tolerance]
-
-torchrun would start the ranks and restart them, but Debian's torch 1.13 cannot run torchrun on
-Python 3.11 (it fails at start), so this file is its own small launcher: it starts --nproc
-workers (this file again, with --worker) with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
-TORCHELASTIC_RESTART_COUNT set as torchrun sets them; when one fails it stops the others and
-starts them all again, up to --max-restarts times, as torchrun --max-restarts does. The snapshot
-follows main.cpp's rule: every --snapshot-every steps each machine's LOCAL_RANK 0 writes it, with
-every rank's generator state (all-gathered); at start LOCAL_RANK 0 reads its machine's copy, the
-ranks agree on the newest one (all_reduce MAX of the steps done), and the lowest rank that holds
-it sends it to all (broadcast_object_list). The workers print the lines main.cpp prints;
+Run it as torchrun runs it (torch 2.x), or with ddprun, since Debian's torch 1.13 cannot run
+torchrun on Python 3.11 (it fails at start):
+    ddprun --standalone --nproc-per-node 2 --max-restarts 1 twin.py [flags of ch11_fault_tolerance]
+    torchrun --standalone --nproc-per-node 2 --max-restarts 1 twin.py [...]
+The launcher starts the ranks and tells each its attempt (TORCHELASTIC_RESTART_COUNT); when one
+fails it stops the others and starts them all again. The snapshot follows main.cpp's rule: every
+--snapshot-every steps each machine's LOCAL_RANK 0 writes it, with every rank's generator state
+(all-gathered); at start LOCAL_RANK 0 reads its machine's copy, the ranks agree on the newest one
+(all_reduce MAX of the steps done), and the lowest rank that holds it sends it to all
+(broadcast_object_list). The ranks print the lines main.cpp prints;
 tests/chapters/fault_tolerance_parity.py compares them, and checks that the twin's crashed job
 ends with the bits of its uninterrupted one.
 """
 import argparse
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
 
 # Post B's data and initial weights, and the rank-prefixed lines, as chapter 08's twin has them
 # (main.cpp likewise compiles ../08_ddp_linear/post_b_data.cpp).
@@ -31,9 +26,6 @@ from post_b_data import PREFIX, STEPS, initial_weights, make_dataset, out, out0 
 
 def flags(argv):
     p = argparse.ArgumentParser()
-    p.add_argument("--nproc", type=int, default=2, help="ranks to start (the launcher's part)")
-    p.add_argument("--max-restarts", type=int, default=1, help="as torchrun's (launcher)")
-    p.add_argument("--worker", action="store_true", help="(internal) run as one rank")
     p.add_argument("--samples", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--epochs", type=int, default=4)
@@ -47,46 +39,7 @@ def flags(argv):
     return p.parse_args(argv)
 
 
-# ---- The launcher: torchrun's restart loop, on one machine ------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(args, argv):
-    """Starts the workers; on a failure stops the rest and starts all again. Returns the exit
-    code of the last attempt."""
-    worker = [sys.executable, os.path.abspath(__file__), "--worker", *argv]
-    for attempt in range(args.max_restarts + 1):
-        env = dict(os.environ, WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(free_port()), TORCHELASTIC_RESTART_COUNT=str(attempt),
-                   TORCHELASTIC_MAX_RESTARTS=str(args.max_restarts))
-        ranks = [subprocess.Popen(worker, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
-                 for r in range(args.nproc)]
-        failed = None
-        while failed is None and any(p.poll() is None for p in ranks):
-            failed = next((r for r, p in enumerate(ranks) if p.poll() not in (None, 0)), None)
-            time.sleep(0.01)
-        failed = next((r for r, p in enumerate(ranks) if p.poll() not in (None, 0)), failed)
-        if failed is None:
-            return 0
-        for p in ranks:  # every rank goes: the survivors wait in a collective that never ends
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in ranks:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        print(f"twin: attempt {attempt}: rank {failed} exited with code "
-              f"{ranks[failed].returncode}", file=sys.stderr)
-    return 1
-
-
-# ---- A worker: one rank ---------------------------------------------------------------------
+# ---- One rank -------------------------------------------------------------------------------
 
 def jittered_batch(torch, data, batch, jitter):
     """Each sample's x moved by up to +-0.05, one draw of this rank's generator per sample."""
@@ -239,11 +192,7 @@ def resume(torch, dist, args, rank, world):
 
 
 def main():
-    argv = sys.argv[1:]
-    args = flags(argv)
-    if args.worker:
-        return worker(args)
-    return launch(args, [a for a in argv])
+    return worker(flags(sys.argv[1:]))
 
 
 if __name__ == "__main__":

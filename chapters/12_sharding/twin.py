@@ -2,7 +2,7 @@
 shard it.
 
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 twin.py --stage 1
+    ddprun --standalone --nproc-per-node 2 twin.py --stage 1
 It takes the flags of ch12_sharding that change what is computed (--stage, --epochs,
 --train-samples, --test-samples, --batch-size, --lr, --seed) and prints the same lines where
 torch can say the same thing. The data, the initial weights and the sampler's order are the same

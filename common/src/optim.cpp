@@ -1,6 +1,6 @@
-// dist/optim.h: Adam. The per-value arithmetic is nn_math::adam, shared with the CUDA kernel in
-// gpu/nn_kernels.cu; this file works out the step's scalars as torch 1.13's Python does and runs
-// the CPU loop.
+// dist/optim.h: SGD, CosineAnnealingLR and Adam. The per-value arithmetic is nn_math's, shared with
+// the CUDA kernels in gpu/nn_kernels.cu; this file works out each step's scalars as torch 1.13's
+// Python does and runs the CPU loops.
 #include "dist/optim.h"
 
 #include <cmath>
@@ -23,6 +23,116 @@ void check_option(bool ok, const std::string& what) {
 }
 
 }  // namespace
+
+SGD::SGD(std::vector<Parameter*> params, double lr, SGDOptions options)
+    : params_(std::move(params)), lr_(lr), options_(options), buffers_(params_.size()) {
+  if (!(lr > 0))
+    throw ConfigError("SGD: the learning rate must be positive, got " + std::to_string(lr));
+  if (!(options.momentum >= 0 && options.momentum < 1)) {
+    throw ConfigError("SGD: momentum must be in [0, 1), got " + std::to_string(options.momentum));
+  }
+  if (!(options.dampening >= 0 && options.dampening <= 1)) {
+    throw ConfigError("SGD: dampening must be in [0, 1], got " + std::to_string(options.dampening));
+  }
+  if (options.nesterov && (options.momentum <= 0 || options.dampening != 0)) {
+    throw ConfigError(
+        "SGD: Nesterov momentum requires a momentum and zero dampening (as torch.optim.SGD)");
+  }
+}
+
+void SGD::load_momentum_buffers(const std::vector<Tensor>& buffers) {
+  if (buffers.size() != params_.size()) {
+    throw ConfigError("SGD::load_momentum_buffers: got " + std::to_string(buffers.size()) +
+                      " buffers for " + std::to_string(params_.size()) +
+                      " parameters; save and load the same model's optimizer");
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& b = buffers[i];
+    const Parameter& p = *params_[i];
+    if (b.numel() != 0 && (b.numel() != p.data.numel() || b.dtype() != p.data.dtype())) {
+      throw ConfigError("SGD::load_momentum_buffers: the buffer of " + p.name + " has " +
+                        std::to_string(b.numel()) + " values of " +
+                        std::string(dtype_name(b.dtype())) + ", the parameter " +
+                        std::to_string(p.data.numel()) + " of " +
+                        std::string(dtype_name(p.data.dtype())));
+    }
+  }
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    buffers_[i] = buffers[i].numel() == 0 ? Tensor() : buffers[i].to(params_[i]->data.device());
+  }
+}
+
+void SGD::set_lr(double lr) {
+  if (!(lr >= 0)) {
+    throw ConfigError("SGD: the learning rate must not be negative, got " + std::to_string(lr));
+  }
+  lr_ = lr;
+}
+
+void SGD::zero_grad() {
+  for (Parameter* p : params_) p->grad.fill_(0);
+}
+
+void SGD::step() {
+  const auto lr = static_cast<float>(lr_);
+  const bool momentum = options_.momentum != 0;
+  const auto m = static_cast<float>(options_.momentum);
+  const auto keep = static_cast<float>(1 - options_.dampening);
+  for (std::size_t k = 0; k < params_.size(); ++k) {
+    Parameter* p = params_[k];
+    float* data = p->data.data_ptr<float>();
+    const float* grad = p->grad.data_ptr<float>();
+    const std::int64_t n = p->data.numel();
+    if (!momentum) {
+      if (p->data.is_cuda()) {
+        gpu::sgd_step(data, grad, n, lr, p->data.device().index());
+        continue;
+      }
+      for (std::int64_t i = 0; i < n; ++i) data[i] = nn_math::sgd(data[i], grad[i], lr);
+      continue;
+    }
+    const bool first = buffers_[k].numel() == 0;  // torch: no momentum_buffer yet
+    if (first) buffers_[k] = Tensor(n, kFloat32, p->data.device());
+    float* buf = buffers_[k].data_ptr<float>();
+    if (p->data.is_cuda()) {
+      gpu::sgd_momentum_step(data, grad, buf, first, n, lr, m, keep, options_.nesterov,
+                             p->data.device().index());
+      continue;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      data[i] =
+          nn_math::sgd_momentum(data[i], grad[i], buf[i], first, lr, m, keep, options_.nesterov);
+    }
+  }
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, std::int64_t t_max, double eta_min)
+    : optimizer_(&optimizer), t_max_(t_max), eta_min_(eta_min), base_lr_(optimizer.lr()) {
+  if (t_max < 1) {
+    throw ConfigError(
+        "CosineAnnealingLR: t_max is the number of steps to anneal over, at least "
+        "1, got " +
+        std::to_string(t_max));
+  }
+}
+
+void CosineAnnealingLR::step() {
+  // torch 1.13's CosineAnnealingLR.get_lr(), for a schedule that started at step 0, term by term
+  // in the same order: the same doubles, and glibc's cos as Python's math.cos calls it.
+  constexpr double kPi = 3.141592653589793;  // Python's math.pi
+  const std::int64_t t = ++last_epoch_;
+  const double lr = optimizer_->lr();
+  double next = 0;
+  if ((t - 1 - t_max_) % (2 * t_max_) == 0) {  // just past the bottom: the cosine turns up
+    next = lr + (base_lr_ - eta_min_) * (1 - std::cos(kPi / static_cast<double>(t_max_))) / 2;
+  } else {
+    next = (1 + std::cos(kPi * static_cast<double>(t) / static_cast<double>(t_max_))) /
+               (1 + std::cos(kPi * static_cast<double>(t - 1) / static_cast<double>(t_max_))) *
+               (lr - eta_min_) +
+           eta_min_;
+  }
+  optimizer_->set_lr(next);
+}
 
 Adam::Adam(std::vector<Parameter*> params, double lr, AdamOptions options)
     : params_(std::move(params)),

@@ -19,7 +19,7 @@
 
 #include "backends/choice.h"
 #include "dist/env.h"
-#include "dist/init.h"
+#include "dist/init_options.h"
 #include "dist/store.h"
 
 namespace dist::rendezvous {

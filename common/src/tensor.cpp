@@ -15,7 +15,6 @@
 #include <utility>
 
 #include "gpu/gpu.h"
-#include "tensor_dtype.h"
 #include "util/wrapping.h"
 
 namespace dist {
@@ -157,12 +156,13 @@ Tensor combine_scalar(const Tensor& a, Scalar s, DType result, Op op) {
 // result for an integer tensor rather than silently truncating it.
 Tensor& assign_result(Tensor& self, Tensor result, std::string_view op) {
   if (is_floating_point(result.dtype()) && !is_floating_point(self.dtype())) {
-    throw Error(
-        "dist::Tensor " + std::string(op) + ": result type " +
-        std::string(dtype_name(result.dtype())) + " can't be cast to the desired output type " +
-        std::string(dtype_name(self.dtype())) +
-        " (torch refuses this too). Convert the tensor first: t = t.to(" +
-        std::string(dtype_info(result.dtype()).constant_name) + "); t " + std::string(op) + " ...");
+    throw Error("dist::Tensor " + std::string(op) + ": result type " +
+                std::string(dtype_name(result.dtype())) +
+                " can't be cast to the desired output type " +
+                std::string(dtype_name(self.dtype())) +
+                " (torch refuses this too). Convert the tensor first: t = t.to(" +
+                std::string(detail::dtype_constant_name(result.dtype())) + "); t " +
+                std::string(op) + " ...");
   }
   self = result.dtype() == self.dtype() ? std::move(result) : result.to(self.dtype());
   return self;
@@ -406,11 +406,11 @@ double Tensor::sum() const {
 
 void Tensor::check_dtype(DType expected) const {
   if (expected == dtype_) return;
-  throw Error("dist::Tensor::data_ptr<" + std::string(dtype_info(expected).cpp_name) + ">() on a " +
-              std::string(dtype_name(dtype_)) + " tensor: the element type must match the dtype; " +
-              "use data_ptr<" + std::string(dtype_info(dtype_).cpp_name) +
-              ">() or convert first with .to(" + std::string(dtype_info(expected).constant_name) +
-              ")");
+  throw Error("dist::Tensor::data_ptr<" + std::string(detail::dtype_cpp_name(expected)) +
+              ">() on a " + std::string(dtype_name(dtype_)) +
+              " tensor: the element type must match the dtype; " + "use data_ptr<" +
+              std::string(detail::dtype_cpp_name(dtype_)) + ">() or convert first with .to(" +
+              std::string(detail::dtype_constant_name(expected)) + ")");
 }
 
 Tensor& Tensor::operator+=(const Tensor& other) {

@@ -1,16 +1,31 @@
-// The dtype table of tensor_dtype.h, and the public dtype functions of dist/tensor.h: the ones
-// that read a dtype's row (element_size, is_floating_point, dtype_name) and torch's promotion rule.
+// The four dtypes in one table: how torch and C++ code spell each one, its size and whether it is
+// floating, each written once; and the dtype functions of dist/tensor.h that read a row
+// (element_size, is_floating_point, dtype_name, detail::dtype_constant_name and dtype_cpp_name) and
+// torch's promotion rule. Which C++ type holds a dtype's elements is not in the table but in
+// visit_dtype (dist/tensor.h), the one place that pairs the two; the table takes size and
+// floating-or-not from that type.
 // What a tensor does with its dtype (storage, casts, arithmetic) is in tensor.cpp, printing in
 // tensor_repr.cpp.
-#include "tensor_dtype.h"
-
 #include <algorithm>
+#include <cstddef>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <type_traits>
+
+#include "dist/tensor.h"
 
 namespace dist {
 namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view torch_name;     // "torch.float32": dtype_name(), so every message and repr
+  std::string_view constant_name;  // "dist::kFloat32": for hints that show the fix
+  std::string_view cpp_name;       // "float": how data_ptr<T>() spells the element type
+  std::size_t size;                // bytes per element
+  bool is_floating;
+};
 
 // A row from the names it is spelled by; size and floating-or-not come from the element type that
 // visit_dtype pairs with `dtype`.
@@ -50,10 +65,27 @@ void throw_invalid_dtype(DType dtype, std::string_view who) {
 
 }  // namespace detail
 
+namespace {
+
+// The row of `dtype`; throws dist::Error for a value outside the enum (only a cast makes one).
 const DTypeInfo& dtype_info(DType dtype) {
   if (const DTypeInfo* row = find_row(dtype)) return *row;
   detail::throw_invalid_dtype(dtype, "dist::Tensor: ");
 }
+
+}  // namespace
+
+namespace detail {
+
+std::string_view dtype_constant_name(DType dtype) {
+  return dtype_info(dtype).constant_name;
+}
+
+std::string_view dtype_cpp_name(DType dtype) {
+  return dtype_info(dtype).cpp_name;
+}
+
+}  // namespace detail
 
 std::size_t element_size(DType dtype) {
   return dtype_info(dtype).size;

@@ -7,8 +7,9 @@
       result against a closed form and prints OK or MISMATCH).
 
   chapter_check.py parity BIN_DIR PROGRAM TWIN_PY [--rtol R] [--ignore REGEX] CASE...
-      Runs the C++ chapter and its PyTorch twin (Debian's /usr/bin/python3 with python3-torch,
-      gloo backend) with the same CASE, both under ddprun, and compares their standard output as
+      Runs the C++ chapter and its PyTorch twin (gloo backend) with the same CASE, both under
+      ddprun as a reader starts them (`ddprun ... twin.py`; PYTHON_EXEC picks Debian's
+      /usr/bin/python3 with python3-torch), and compares their standard output as
       multisets of lines: ranks print concurrently, so the order of lines may differ, but every
       line must be the same, as many times. The twin prints what a reader of the source posts would
       compute with PyTorch; equal lines mean equal values, tensor for tensor.
@@ -19,6 +20,7 @@
 
 Each run has a 120 s deadline. Exit 0 when every case passes, 1 otherwise.
 """
+import os
 import re
 import shlex
 import sys
@@ -28,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
 from disttut.ddprun import ddprun  # noqa: E402
 
-PYTHON = "/usr/bin/python3"
+PYTHON = "/usr/bin/python3"  # the Python ddprun runs the twins with (PYTHON_EXEC)
 DEADLINE_S = 120
 
 
@@ -134,7 +136,8 @@ def check_parity(bin_dir, program, twin, cases):
     for case in cases:
         nproc, args = parse_case(case)
         ours = ddprun(bin_dir, nproc, [f"{bin_dir}/{program}", *args], deadline=DEADLINE_S)
-        theirs = ddprun(bin_dir, nproc, [PYTHON, twin, *args], deadline=DEADLINE_S)
+        theirs = ddprun(bin_dir, nproc, [twin, *args], deadline=DEADLINE_S,
+                        env=dict(os.environ, PYTHON_EXEC=PYTHON))
         only_theirs, only_ours = differences(kept(ours.stdout), kept(theirs.stdout), rtol)
         lines = len(kept(ours.stdout).splitlines())
         if ours.returncode == 0 and theirs.returncode == 0 and not only_theirs and not only_ours \

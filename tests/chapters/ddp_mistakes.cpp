@@ -10,6 +10,7 @@
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 
 #include <string>
 #include <vector>

@@ -4,8 +4,9 @@
   fault_tolerance_parity.py BIN_DIR TWIN_PY
 
 At 2 ranks, the uninterrupted job and a job whose last rank crashes before step 25 (snapshots
-every 10 steps, one restart), each run twice: the C++ chapter under ddprun and twin.py with its
-own restart loop (Debian's torch 1.13 cannot run torchrun). Checked:
+every 10 steps, one restart), each run twice: the C++ chapter and twin.py, both under
+`ddprun --max-restarts 1`, as torchrun would run the twin (Debian's torch 1.13 cannot run
+torchrun; PYTHON_EXEC picks its /usr/bin/python3). Checked:
   - the lines about attempts, crashes and resumes are the same words in both;
   - the final weights agree to float32 rounding (torch fuses SGD's multiply-add, the C++ rounds
     twice: relative 1e-5 at most; the default runs happen to give the same bits);
@@ -13,8 +14,8 @@ own restart loop (Debian's torch 1.13 cannot run torchrun). Checked:
     the fingerprint of the model and the optimizer): the claim holds in PyTorch as written.
 Each run has a 300 s deadline. Exit 0 when all hold, 1 otherwise.
 """
+import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,10 +39,9 @@ def cpp(bin_dir, snapshot, args):
     return run.returncode, run.stdout
 
 
-def twin(twin_py, snapshot, args):
-    run = subprocess.run([PYTHON, twin_py, "--nproc", str(WORLD), "--max-restarts", "1",
-                          "--snapshot", snapshot, *EVERY, *args],
-                         capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+def twin(bin_dir, twin_py, snapshot, args):
+    run = ddprun(bin_dir, WORLD, [twin_py, "--snapshot", snapshot, *EVERY, *args],
+                 deadline=DEADLINE_S, flags=RESTARTS, env=dict(os.environ, PYTHON_EXEC=PYTHON))
     return run.returncode, run.stdout
 
 
@@ -57,7 +57,7 @@ def main(argv):
         runs = {}
         for name, args in (("uninterrupted", []), ("crash at step 25", ["--crash-at-step", "25"])):
             for who, start, snapshot in (("C++", cpp, f"{tmp}/s.bin"),
-                                         ("twin", lambda b, s, a: twin(twin_py, s, a),
+                                         ("twin", lambda b, s, a: twin(b, twin_py, s, a),
                                           f"{tmp}/s.pt")):
                 code, stdout = start(bin_dir, snapshot, args)
                 runs[who, name] = stdout

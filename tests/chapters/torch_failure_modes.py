@@ -31,10 +31,11 @@ TIMEOUT_S = 3  # the twin's --timeout
 
 
 def run(bin_dir, twin, case, detail):
-    env = dict(os.environ, TORCH_DISTRIBUTED_DEBUG="DETAIL" if detail else "OFF")
+    # ddprun runs twin.py as torchrun would, with Debian's Python (PYTHON_EXEC), which has torch.
+    env = dict(os.environ, TORCH_DISTRIBUTED_DEBUG="DETAIL" if detail else "OFF",
+               PYTHON_EXEC="/usr/bin/python3")
     start = time.monotonic()
-    p = ddprun(bin_dir, 2, ["/usr/bin/python3", twin, case, "--timeout", str(TIMEOUT_S)],
-               deadline=60, env=env)
+    p = ddprun(bin_dir, 2, [twin, case, "--timeout", str(TIMEOUT_S)], deadline=60, env=env)
     return p.returncode, p.stdout + p.stderr, time.monotonic() - start
 
 

@@ -3,7 +3,7 @@ tests/multiprocess/ddp_test.cpp (BroadcastBuffersCopiesRankZerosBuffersBeforeTra
 asserts for dist::DistributedDataParallel::before_forward, asserted here of torch itself.
 
 Run under a launcher on 2 ranks or more, gloo on the CPU:
-    ddprun --standalone --nproc-per-node 2 /usr/bin/python3 tests/parity/ddp_buffers.py
+    ddprun --standalone --nproc-per-node 2 tests/parity/ddp_buffers.py
 
 Each rank's buffers drift to rank + step before every forward (what its own BatchNorm would do);
 after a forward that copied, every rank holds rank 0's value, step. Exits 0 when every step

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/check.h"
+#include "dist/run_main.h"
 #include "launcher_variables.h"
 
 namespace dist::testing {

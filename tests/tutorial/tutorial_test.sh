@@ -34,8 +34,9 @@ else
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   starter=chapters/04_all_reduce/exercises/ex1_weighted_mean.cpp
-  mkdir -p "$tmp/$(dirname "$starter")"
+  mkdir -p "$tmp/$(dirname "$starter")" "$tmp/tools"
   cp "$root/tutorial" "$root/.gitignore" "$tmp/"
+  cp -r "$root/tools/tutorial" "$tmp/tools/"
   cp "$root/chapters/lessons.txt" "$tmp/chapters/"
   cp "$root/$starter" "$tmp/$starter"
   git -C "$tmp" init -q
@@ -52,7 +53,7 @@ else
   grep -q "kept in exercises-kept/" <<<"$said" || fail "reset did not say where it kept the version: $said"
   [ ! -e "$tmp/build" ] || fail "reset wrote into build/"
   [ -z "$(git -C "$tmp" status --porcelain)" ] || fail "git does not ignore exercises-kept/: $(git -C "$tmp" status --porcelain)"
-  "$tmp/tutorial" --help | grep -q "exercises-kept/" || fail "--help does not say where reset keeps a version"
+  grep -q "exercises-kept/" <<<"$("$tmp/tutorial" --help)" || fail "--help does not say where reset keeps a version"
   echo "ok    reset: the starter back, the attempt kept in exercises-kept/ (git-ignored, not in build/)"
 fi
 

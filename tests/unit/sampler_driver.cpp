@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "dist/check.h"
+#include "dist/run_main.h"
 #include "dist/sampler.h"
 #include "parity_driver.h"
 

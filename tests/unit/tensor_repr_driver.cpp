@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/run_main.h"
 #include "dist/tensor.h"
 #include "parity_driver.h"
 #include "tensor_repr.h"

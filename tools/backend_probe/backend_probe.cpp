@@ -3,18 +3,17 @@
 //
 //   backend_probe N...     one line per N: N, a tab, nccl or gloo, a tab, the reason
 //
-// It takes this process's census of GPUs and calls what init_process_group calls
-// (backends/choice.h): nccl_problem() for each local rank 0 .. N-1, then choose_auto(). It starts
-// no process group and needs no other process. The answer is this build's: a cpu preset build
-// always answers gloo (it has no GPU path); build the cuda preset to ask about the GPUs.
+// It asks the library's public dist::choose_backend_for_machine (dist/backend_choice.h), which
+// runs what init_process_group runs on this process's census of GPUs for local ranks 0 .. N-1. It
+// starts no process group and needs no other process. The answer is this build's: a cpu preset
+// build always answers gloo (it has no GPU path); build the cuda preset to ask about the GPUs.
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "backends/choice.h"
-#include "gpu/gpu.h"
+#include "dist/backend_choice.h"
 
 namespace {
 
@@ -46,11 +45,7 @@ int main(int argc, char** argv) {
   }
   if (counts.empty()) return usage(stderr, 2);
   for (int n : counts) {
-    std::vector<std::string> problems;  // indexed by local rank, as init gathers them by rank
-    for (int local_rank = 0; local_rank < n; ++local_rank) {
-      problems.push_back(dist::backends::nccl_problem(dist::gpu::census(), local_rank, n));
-    }
-    const dist::backends::BackendChoice choice = dist::backends::choose_auto(problems);
+    const dist::BackendChoice choice = dist::choose_backend_for_machine(n);
     std::printf("%d\t%s\t%s\n", n, choice.backend.c_str(), choice.reason.c_str());
   }
   return 0;

@@ -80,23 +80,18 @@ std::vector<std::string> environment_with(const Variables& vars) {
   return env;
 }
 
-// PROGRAM and its arguments. With --local-rank-arg, the local rank goes right after PROGRAM,
-// before PROGRAM's own arguments, where torch.distributed.launch puts it (torch/distributed/
-// run.py, config_from_args): "--local-rank=N" from torch 2.0, "--local_rank=N" in torch 1.x.
-std::vector<std::string> rank_arguments(const Options& o, int local_rank) {
-  std::vector<std::string> args = o.program;
+// The word that names the local rank, or "" without --local-rank-arg.
+std::string local_rank_word(const Options& o, int local_rank) {
   const std::string n = std::to_string(local_rank);
   switch (o.local_rank_arg) {
     case Options::LocalRankArg::kNone:
-      break;
+      return "";
     case Options::LocalRankArg::kDash:
-      args.insert(args.begin() + 1, "--local-rank=" + n);
-      break;
+      return "--local-rank=" + n;
     case Options::LocalRankArg::kUnderscore:
-      args.insert(args.begin() + 1, "--local_rank=" + n);
-      break;
+      return "--local_rank=" + n;
   }
-  return args;
+  return "";
 }
 
 // exec wants NULL-terminated arrays of char*; these point into `strings`, which must outlive
@@ -207,16 +202,28 @@ Started start_rank(char** argv, char** envp, const sigset_t& child_mask,
   return {pid, exec_errno};
 }
 
-std::string exec_hint(int exec_errno) {
+std::string exec_hint(const Options& o, int exec_errno) {
+  if (o.runs != Options::Runs::kAsIs) {
+    return "set PYTHON_EXEC to the Python that has torch, e.g. PYTHON_EXEC=/usr/bin/python3 "
+           "(Debian's python3-torch), or install python3";
+  }
   switch (exec_errno) {
     case ENOENT:
       return "check the path; a name without a slash is looked up on PATH, so a program in "
              "this folder needs ./ (and a chapter must be built first)";
     case EACCES:
-      return "is it an executable file? (chmod +x PROGRAM; a folder cannot be run)";
+      return "is it an executable file? (chmod +x PROGRAM; a folder cannot be run; a Python "
+             "script whose name does not end in .py runs as: ddprun ... python3 -u SCRIPT)";
     default:
       return "";
   }
+}
+
+// What "cannot run" names: PROGRAM, or the interpreter that would have run it.
+std::string what_runs(const Options& o) {
+  if (o.runs == Options::Runs::kAsIs) return o.program[0];
+  return python_interpreter() + ", the Python for " +
+         (o.runs == Options::Runs::kModule ? "module " : "") + o.program[0];
 }
 
 }  // namespace
@@ -257,15 +264,45 @@ std::string new_store_token() {
   return token;
 }
 
+std::string python_interpreter() {
+  const char* exec = std::getenv("PYTHON_EXEC");
+  return exec != nullptr && *exec != '\0' ? exec : "python3";
+}
+
+std::vector<std::string> rank_command(const Options& o, int local_rank) {
+  std::vector<std::string> args;
+  if (o.runs != Options::Runs::kAsIs) {
+    // -u: unbuffered stdout and stderr, as torchrun runs a script, so that a rank's lines reach
+    // the terminal (or its log file) as it prints them, and none are lost when it is killed.
+    args = {python_interpreter(), "-u"};
+    if (o.runs == Options::Runs::kModule) args.emplace_back("-m");
+  }
+  args.push_back(o.program[0]);
+  const std::string word = local_rank_word(o, local_rank);
+  if (!word.empty()) args.push_back(word);
+  args.insert(args.end(), o.program.begin() + 1, o.program.end());
+  return args;
+}
+
 bool sets_omp_num_threads(const Options& options) {
   return options.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr;
 }
 
 Launch start_ranks(const Options& o, const sigset_t& child_mask, RankLogs& logs, int attempt) {
   Launch launch;
+  // A script that is not there: said once, before any rank starts, instead of by each rank's
+  // Python ("can't open file"). Python opens it from this folder; PATH plays no part.
+  if (o.runs == Options::Runs::kScript && ::access(o.program[0].c_str(), F_OK) != 0) {
+    launch.error = "cannot run the Python script " + o.program[0] + ": " + std::strerror(errno);
+    launch.hint =
+        "check its path from this folder, where Python opens it (PATH plays no part); a "
+        "chapter's twin is chapters/NN_name/twin.py";
+    launch.exit_code = kExitUsage;
+    return launch;
+  }
   for (int local_rank = 0; local_rank < o.nproc_per_node; ++local_rank) {
     const int rank = o.node_rank * o.nproc_per_node + local_rank;
-    std::vector<std::string> args = rank_arguments(o, local_rank);
+    std::vector<std::string> args = rank_command(o, local_rank);
     std::vector<std::string> env = environment_with(rank_variables(o, local_rank, attempt));
     std::vector<char*> argv = c_array(args);
     std::vector<char*> envp = c_array(env);
@@ -294,8 +331,8 @@ Launch start_ranks(const Options& o, const sigset_t& child_mask, RankLogs& logs,
     }
     RankLogs::close_parent_copies(streams);  // the rank has its own copies now
     if (started.exec_errno != 0) {
-      launch.error = "cannot run " + o.program[0] + ": " + std::strerror(started.exec_errno);
-      launch.hint = exec_hint(started.exec_errno);
+      launch.error = "cannot run " + what_runs(o) + ": " + std::strerror(started.exec_errno);
+      launch.hint = exec_hint(o, started.exec_errno);
       launch.exit_code = kExitUsage;
       return launch;
     }

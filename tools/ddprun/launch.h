@@ -38,6 +38,17 @@ int pick_free_port();
 // 32 hex digits from the kernel's random source: the job's DIST_STORE_TOKEN.
 std::string new_store_token();
 
+// The Python that runs a script or module (Options::Runs): $PYTHON_EXEC when set and not empty,
+// as torchrun honours it; otherwise "python3", looked up on PATH when the ranks start. torchrun
+// uses its own interpreter (sys.executable), the Python it was started with; ddprun is not
+// Python, and python3 on PATH is the one `python3 -m torch.distributed.run` would use: on Debian
+// 12 without a virtual environment, /usr/bin/python3, the one that has Debian's python3-torch.
+std::string python_interpreter();
+
+// The command line of one rank: PROGRAM and ARGS as Options::runs says, and with
+// --local-rank-arg the local rank right after the script, module or program.
+std::vector<std::string> rank_command(const Options& options, int local_rank);
+
 // True when ddprun sets OMP_NUM_THREADS=1 for the ranks (torchrun's rule).
 bool sets_omp_num_threads(const Options& options);
 

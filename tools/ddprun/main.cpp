@@ -5,7 +5,8 @@
 // (MASTER_ADDR:MASTER_PORT), and, just as important, stop them all when one of them dies:
 // otherwise the survivors wait forever in their next collective for a rank that is gone.
 // PyTorch users know torchrun for this; ddprun does the same for the programs of this
-// tutorial, or any program that reads those variables, and spells its flags as torchrun does,
+// tutorial, or any program that reads those variables, runs a Python script (a name ending in
+// .py) or module (-m) with python3 -u as torchrun does, and spells its flags as torchrun does,
 // so command lines paste across:
 //
 //   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
@@ -64,6 +65,12 @@ void announce(const ddprun::Options& o, const ddprun::RankLogs& logs) {
               std::to_string(o.node_rank) + " of " + std::to_string(o.nnodes) + ", " +
               rank_range(o) + "), master " + o.master_addr + ":" + std::to_string(o.master_port) +
               (o.standalone ? " (picked by --standalone)" : ""));
+  if (o.runs != ddprun::Options::Runs::kAsIs) {
+    // Which Python: a rank that cannot import torch is most often run by another one.
+    ddprun::say("each rank runs " + ddprun::python_interpreter() + " -u " +
+                (o.runs == ddprun::Options::Runs::kModule ? "-m " : "") + o.program[0] +
+                " (PYTHON_EXEC chooses another Python)");
+  }
   if (!logs.enabled()) return;
   const std::string files = logs.description();
   if (files.empty()) {

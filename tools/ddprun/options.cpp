@@ -209,8 +209,8 @@ constexpr Flag kFlags[] = {
     {"--standalone", "", [](Options& o, const Setting&) { o.standalone = true; }},
     {"--local-rank-arg", "",
      [](Options& o, const Setting& s) { o.local_rank_arg = parse_local_rank_arg(s); }, "dash"},
-    // torchrun needs --no-python to run a program that is not a Python script; ddprun only
-    // runs programs, so there is nothing to do, but the flag must not break a pasted line.
+    // How PROGRAM runs (Options::Runs) is decided once every flag is read: decide_runs.
+    {"--module", "", [](Options&, const Setting&) {}},
     {"--no-python", "", [](Options&, const Setting&) {}},
     {"--help", "", [](Options& o, const Setting&) { o.action = Options::Action::kHelp; }},
     {"--version", "", [](Options& o, const Setting&) { o.action = Options::Action::kVersion; }},
@@ -219,6 +219,7 @@ constexpr Flag kFlags[] = {
 // "--nproc_per_node" → "--nproc-per-node"; "-h" → "--help"; torchrun's "-r" and "-t".
 std::string canonical(const std::string& spelled) {
   if (spelled == "-h") return "--help";
+  if (spelled == "-m") return "--module";
   if (spelled == "-r") return "--redirects";
   if (spelled == "-t") return "--tee";
   std::string name = spelled;
@@ -294,7 +295,38 @@ void check_combinations(const Options& o, const std::map<std::string_view, Setti
   }
 }
 
+// Options::Runs from -m/--module, --no-python and PROGRAM's name, as torchrun's
+// config_from_args decides it; and the two misuses of -m, which Python would only report once
+// per rank, in words about import machinery.
+Options::Runs decide_runs(const Options& o, const std::map<std::string_view, Setting>& given) {
+  const bool module = given.contains("--module");
+  const bool no_python = given.contains("--no-python");
+  if (module && no_python) {
+    throw UsageError(given.at("--module").spelled + " runs PROGRAM as a Python module, but " +
+                         given.at("--no-python").spelled + " runs it as it is",
+                     "drop one of them: -m pkg.train runs python3 -u -m pkg.train, and "
+                     "--no-python runs a program that is not Python");
+  }
+  const std::string& program = o.program.front();
+  if (module) {
+    if (is_python_script(program) || program.find('/') != std::string::npos) {
+      const std::string spelled = given.at("--module").spelled;
+      throw UsageError(
+          spelled + " expects a module name like pkg.train, not a file: got '" + program + "'",
+          "run a script without " + spelled + " (ddprun ... " + program +
+              "), or name its module, with dots and without .py");
+    }
+    return Options::Runs::kModule;
+  }
+  if (no_python || !is_python_script(program)) return Options::Runs::kAsIs;
+  return Options::Runs::kScript;
+}
+
 }  // namespace
+
+bool is_python_script(const std::string& program) {
+  return program.size() > 3 && program.ends_with(".py");
+}
 
 Options parse_options(int argc, char** argv) {
   Options options;
@@ -334,16 +366,28 @@ Options parse_options(int argc, char** argv) {
   }
   options.program.assign(argv + i, argv + argc);
   check_combinations(options, given);
+  options.runs = decide_runs(options, given);
   return options;
 }
 
 std::string help_text() {
   return R"(usage: ddprun [options] PROGRAM [ARGS...]
+       ddprun [options] -m MODULE [ARGS...]
 
 Starts PROGRAM once per local rank with the variables torchrun sets, and stops every rank as
 soon as one fails. Options end at PROGRAM or at "--"; everything after goes to PROGRAM.
 Flags are spelled as torchrun spells them: --nproc-per-node or --nproc_per_node, and
 "--flag VALUE" or "--flag=VALUE".
+
+PROGRAM is run as torchrun runs it, except that only a Python script goes to Python:
+  a name ending in .py    PYTHON -u PROGRAM ARGS... (a Python script, as torchrun runs one)
+  -m MODULE               PYTHON -u -m MODULE ARGS...
+  anything else           PROGRAM ARGS..., as it is (a compiled program, e.g. a chapter's, or
+                          python3 itself); torchrun would need --no-python for it
+PYTHON is $PYTHON_EXEC if set (torchrun honours it too), else python3 found on PATH, the one
+`python3 -m torch.distributed.run` would use (torchrun uses the Python it runs in): a virtual
+environment's when one is active; on Debian 12 otherwise /usr/bin/python3, which has Debian's
+torch. ddprun names it when it starts.
 
 Options:
   --nproc-per-node N   ranks to start on this machine, 1 to 1024 (default 1)
@@ -354,8 +398,9 @@ Options:
   --master-port PORT   its TCP port, 1 to 65535, the same on every node (default 29500)
   --standalone         one machine: use 127.0.0.1 and a free port that ddprun picks
   --local-rank-arg     also pass --local-rank=N to PROGRAM (N: the rank's LOCAL_RANK), right
-                       after it, as torch.distributed.launch does from torch 2.0; scripts
-                       written for it parse that argument (torchrun passes none)
+                       after the script, module or program, before its ARGS, as
+                       torch.distributed.launch does from torch 2.0; scripts written for it
+                       parse that argument (torchrun passes none)
   --local-rank-arg=underscore
                        pass --local_rank=N instead, as torch.distributed.launch did in torch
                        1.x (--local-rank-arg=dash is the same as --local-rank-arg)
@@ -385,7 +430,9 @@ Options:
                        LOCAL_RANK:V pairs like 0:3,1:2 (ranks not named: 0)
   -t, --tee V          as --redirects, and also copy each line to this terminal (whole
                        lines, within 0.1 s)
-  --no-python          accepted and ignored, so torchrun command lines paste unchanged
+  -m, --module         PROGRAM is a Python module: run PYTHON -u -m PROGRAM, as torchrun -m
+                       does (a name with dots, e.g. pkg.train; not a path, not with --no-python)
+  --no-python          run PROGRAM as it is, even a name ending in .py (as torchrun's flag)
   -h, --help           show this help and exit
   --version            show ddprun's version and exit
 
@@ -444,13 +491,17 @@ Exit codes:
   0       every rank exited 0
   N       the first failed rank's exit code (128+signal if a signal killed it)
   128+N   ddprun was stopped by signal N
-  2       bad usage, PROGRAM cannot be run (not found, not executable), or the log
-          folder cannot be created
+  2       bad usage, PROGRAM cannot be run (not found, not executable; for a script: it
+          or its Python not found), or the log folder cannot be created
   1       ddprun could not start the ranks (no process could be made, no free port)
 
 Examples:
   ddprun --nproc-per-node 4 ./build/cpu/bin/ch04_all_reduce
   ddprun --standalone --nproc_per_node=2 ./build/cpu/bin/ch01_get_dist_info
+  # a PyTorch script, as torchrun --standalone --nproc-per-node 2 runs it
+  ddprun --standalone --nproc-per-node 2 chapters/01_get_dist_info/twin.py
+  # a script written for python -m torch.distributed.launch (torch 1.x): --local_rank=N
+  ddprun --nproc_per_node 2 --local-rank-arg=underscore main.py
   # restart every rank up to 3 times after a failure, as torchrun --max-restarts 3 does
   ddprun --nproc-per-node 4 --max-restarts 3 ./build/cpu/bin/ch04_all_reduce
   # each rank's output in logs/none_XXXXXX/attempt_0/LOCAL_RANK/, and on the terminal too

@@ -63,8 +63,20 @@ struct Options {
   double join_timeout_s = 60;
   double exit_barrier_timeout_s = 300;  // torchrun's exit_barrier_timeout
   std::vector<std::string> program;     // PROGRAM, then its own arguments
+  // How PROGRAM runs, as torchrun decides it (torch/distributed/run.py, config_from_args), with
+  // one difference: torchrun gives every PROGRAM to Python unless --no-python; ddprun gives it
+  // only a PROGRAM whose name ends in ".py", so that compiled programs run as they are.
+  //   kAsIs:   PROGRAM ARGS                       (a compiled program, or --no-python)
+  //   kScript: PYTHON -u PROGRAM ARGS             (PROGRAM ends in ".py")
+  //   kModule: PYTHON -u -m PROGRAM ARGS          (-m/--module)
+  // PYTHON is $PYTHON_EXEC, or python3 looked up on PATH (launch.h).
+  enum class Runs { kAsIs, kScript, kModule };
+  Runs runs = Runs::kAsIs;
   std::string store_token;  // DIST_STORE_TOKEN to give the ranks; empty: leave it as it is
 };
+
+// True when `program` names a Python script by its name: it ends in ".py".
+bool is_python_script(const std::string& program);
 
 // A command line ddprun refuses. what() names the flag and the value; hint() says what to do.
 class UsageError : public std::runtime_error {

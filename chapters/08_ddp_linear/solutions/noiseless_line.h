@@ -5,6 +5,7 @@
 
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 #include <dist/sampler.h>
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include <dist/ddp.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 #include <dist/trace.h>
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 // Grade it: ./tutorial check 12-ex1        Run it: ./tutorial run 12-ex1 --solution
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 
 #include <algorithm>
 #include <cstdint>

@@ -1,15 +1,15 @@
 // dist/check.h — one error idiom for the whole project.
 //
 // Every failure is a C++ exception derived from dist::Error, thrown where the problem is found and
-// caught exactly once, at the program boundary, by dist::run_main(). The exception type decides the
-// exit code (DESIGN.md): 1 a failed check or runtime error, 2 bad usage or configuration, 77
-// missing hardware. Messages name the thing to fix: the variable, the value, the rank, and a hint.
+// caught exactly once, at the program boundary, by dist::run_main() (dist/run_main.h). The
+// exception type decides the exit code (DESIGN.md): 1 a failed check or runtime error, 2 bad usage
+// or configuration, 77 missing hardware. Messages name the thing to fix: the variable, the value,
+// the rank, and a hint.
 //
 // Taught in: every chapter (the STEP 0 of each main.cpp); first met in chapter 01.
-// Built in: common/src/check.cpp (run_main) and check_fail.cpp (DIST_CHECK's failure path).
+// Built in: common/src/check_fail.cpp (DIST_CHECK's failure path).
 #pragma once
 
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -50,10 +50,6 @@ class HardwareMissing : public Error {
 
 // Throws dist::Error("check failed at file:line: `expr`: hint"). Use through DIST_CHECK.
 [[noreturn]] void fail_check(const char* expr, const char* file, int line, std::string_view hint);
-
-// Runs `body` and turns any exception into a rank-tagged message on stderr and an exit code.
-// Every program's main() is `return dist::run_main([&] { ...; return 0; });`.
-int run_main(const std::function<int()>& body) noexcept;
 
 }  // namespace dist
 

@@ -9,6 +9,7 @@
 #include "dist/init.h"
 #include "dist/log.h"
 #include "dist/process_group.h"
+#include "dist/run_main.h"
 #include "dist/sampler.h"
 #include "dist/seed.h"
 #include "dist/store.h"

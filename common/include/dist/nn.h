@@ -1,13 +1,13 @@
-// dist/nn.h — the few pieces of torch.nn and torch.optim that a data-parallel training loop needs.
+// dist/nn.h — the few pieces of torch.nn that a data-parallel training loop needs (its optimizers,
+// torch.optim's part, are in dist/optim.h).
 //
 //   dist::Linear model(1, 1, {.weight = {0.5f}, .bias = {-0.2f}}, device);  // nn.Linear(1, 1)
-//   dist::SGD optimizer(model.parameters(), /*lr=*/0.01);                   // optim.SGD
+//   dist::SGD optimizer(model.parameters(), /*lr=*/0.01);   // optim.SGD (dist/optim.h)
 //   optimizer.zero_grad();
 //   dist::Tensor out = model.forward(x);               // x: batch x in_features, row-major
 //   dist::MseLoss loss = dist::mse_loss(out, y);       // nn.MSELoss(): the mean, and d loss/d out
 //   model.backward(loss.grad);                         // accumulates into each parameter's grad
 //   optimizer.step();                                  // p -= lr * p.grad
-//   dist::SGD with_momentum(model.parameters(), 0.01, {.momentum = 0.9});   // chapter 11
 //
 // There is no autograd: each layer's backward is written out, because the point of the chapters
 // is what DistributedDataParallel does with the gradients, not how they are found. Tensors are
@@ -15,9 +15,8 @@
 // row. Everything runs where the tensors are: plain loops on the CPU, CUDA kernels on a GPU (the
 // cuda preset), each summing in double in a fixed order, so a run repeats bit for bit.
 //
-// Taught in: chapter 08 (ddp_linear: Linear, mse_loss, SGD) and chapter 09 (ddp_classifier:
-// ReLU, BatchNorm1d and SyncBatchNorm, cross_entropy, CosineAnnealingLR); SGD's momentum in
-// chapter 11 (fault_tolerance: the optimizer's state, saved in a snapshot).
+// Taught in: chapter 08 (ddp_linear: Linear, mse_loss) and chapter 09 (ddp_classifier: ReLU,
+// BatchNorm1d and SyncBatchNorm, cross_entropy).
 // Built in: common/src/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
 // kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
@@ -141,84 +140,6 @@ struct MseLoss {
   Tensor grad;
 };
 MseLoss mse_loss(const Tensor& out, const Tensor& target);
-
-// What every optimizer here has (torch.optim.Optimizer's part that a training loop and a
-// learning-rate schedule use): dist::SGD below, dist::Adam in dist/optim.h. One parameter group.
-class Optimizer {
- public:
-  virtual ~Optimizer() = default;
-  virtual void zero_grad() = 0;  // every grad to 0
-  virtual void step() = 0;       // one update of every parameter from its grad
-  virtual double lr() const = 0;
-  // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
-  virtual void set_lr(double lr) = 0;
-
- protected:
-  Optimizer() = default;
-  Optimizer(const Optimizer&) = default;
-  Optimizer& operator=(const Optimizer&) = default;
-};
-
-// torch.optim.SGD's options beyond the learning rate (weight decay is not here). With momentum m,
-// every parameter keeps a momentum buffer, the optimizer's state: torch 1.13's step (in
-// torch/optim/sgd.py) sets it to the gradient at the first step, then
-//   buf = m * buf + (1 - dampening) * grad,   p -= lr * (nesterov ? grad + m * buf : buf).
-// The buffer is why a snapshot must hold the optimizer as well as the model (chapter 11): a run
-// resumed with empty buffers takes different steps from then on.
-struct SGDOptions {
-  double momentum = 0;
-  double dampening = 0;
-  bool nesterov = false;  // needs momentum > 0 and dampening 0, as torch requires
-};
-
-// torch.optim.SGD(params, lr, momentum=..., dampening=..., nesterov=...).
-class SGD : public Optimizer {
- public:
-  SGD(std::vector<Parameter*> params, double lr, SGDOptions options = {});
-  void zero_grad() override;  // every grad to 0 (torch 1.13 keeps zero tensors by default, as here)
-  // p -= lr * p.grad, in float32 as torch computes it; with momentum, through the buffer.
-  void step() override;
-  double lr() const override { return lr_; }
-  void set_lr(double lr) override;
-  const SGDOptions& options() const { return options_; }
-
-  // optimizer.state[p]["momentum_buffer"] for each parameter, in the parameters' order: empty
-  // (numel 0) before the first step() with momentum, as torch has no entry yet. What a snapshot
-  // saves; load_momentum_buffers puts saved ones back (each empty, or shaped as its parameter;
-  // copied to the parameter's device). Throws dist::ConfigError naming the first that does not fit.
-  const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
-  void load_momentum_buffers(const std::vector<Tensor>& buffers);
-
- private:
-  std::vector<Parameter*> params_;
-  double lr_;
-  SGDOptions options_;
-  std::vector<Tensor> buffers_;
-};
-
-// torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max, eta_min): the learning rate
-// falls from the optimizer's initial one, lr_0, to eta_min along half a cosine over t_max calls
-// of step():  lr_t = eta_min + (lr_0 - eta_min) * (1 + cos(pi * t / t_max)) / 2.
-// Large steps early, while the model is far from a minimum; small ones late, so that the last
-// steps settle instead of jumping around it (chapter 09). As in torch, call step() after
-// optimizer.step(), once per step (or once per epoch, with t_max counted in epochs). Each new rate
-// is computed from the previous one as torch 1.13 computes it (a ratio of cosines, not the formula
-// above), so the same calls give torch's doubles to the bit; past t_max the rate climbs back up,
-// as torch's does. Resuming: a new schedule, step()ped as often as the run had stepped. Any
-// dist::Optimizer: SGD, or Adam (dist/optim.h).
-class CosineAnnealingLR {
- public:
-  CosineAnnealingLR(Optimizer& optimizer, std::int64_t t_max, double eta_min = 0);
-  void step();  // the next step's learning rate, set on the optimizer
-  std::int64_t last_epoch() const { return last_epoch_; }  // step() calls so far (torch's name)
-  double lr() const { return optimizer_->lr(); }
-
- private:
-  Optimizer* optimizer_;
-  std::int64_t t_max_;
-  double eta_min_, base_lr_;
-  std::int64_t last_epoch_ = 0;
-};
 
 // A hash of every parameter's bits, then every buffer's (float32), in order (FNV-1a over their
 // bytes), as 16 hex digits: equal on two ranks, or between two runs, exactly when the bits are

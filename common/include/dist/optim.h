@@ -1,14 +1,18 @@
-// dist/optim.h — torch.optim.Adam: an optimizer whose state is worth sharding.
+// dist/optim.h — torch.optim's part: SGD (with momentum), Adam, and the cosine learning-rate
+// schedule, all on one dist::Optimizer interface.
 //
+//   dist::SGD optimizer(model.parameters(), /*lr=*/0.01);                    // optim.SGD
+//   dist::SGD with_momentum(model.parameters(), 0.01, {.momentum = 0.9});    // chapter 11
 //   dist::Adam optimizer(model.parameters(), /*lr=*/1e-3);             // optim.Adam(params, lr)
 //   dist::Adam tuned(model.parameters(), 0.05, {.beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6,
 //                                              .weight_decay = 0.1});  // betas=(0.8, 0.99), ...
 //   optimizer.zero_grad();  model.backward(...);  optimizer.step();
 //   dist::CosineAnnealingLR schedule(optimizer, steps);                 // any dist::Optimizer
 //
-// Adam keeps two running averages for every parameter value, of the gradient (exp_avg, m) and of
-// its square (exp_avg_sq, v), and steps each value by lr * m_hat / (sqrt(v_hat) + eps), the two
-// averages corrected for starting at zero (t counts the steps, from 1):
+// SGD steps p -= lr * p.grad (its momentum: SGDOptions below). Adam is an optimizer whose state is
+// worth sharding: it keeps two running averages for every parameter value, of the gradient
+// (exp_avg, m) and of its square (exp_avg_sq, v), and steps each value by lr * m_hat / (sqrt(v_hat)
+// + eps), the two averages corrected for starting at zero (t counts the steps, from 1):
 //   g = grad + weight_decay * param    (only when weight_decay != 0: L2, not AdamW's decay)
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g * g
@@ -30,9 +34,11 @@
 // Not here: amsgrad=True and maximize=True (torch's defaults are off), capturable, differentiable,
 // foreach and fused (other ways to compute the same update), and more than one parameter group.
 //
-// Taught in: chapter 12 (sharding: the optimizer state that ZeRO divides among the ranks).
-// Built in: common/src/optim.cpp (the CPU loop; nn_math.h holds the arithmetic it shares with the
-// kernel) and gpu/nn_kernels.cu (cuda preset).
+// Taught in: chapter 08 (SGD), chapter 09 (CosineAnnealingLR), chapter 11 (SGD's momentum: the
+// optimizer's state, saved in a snapshot), chapter 12 (Adam: the state that ZeRO divides among the
+// ranks).
+// Built in: common/src/optim.cpp (the CPU loops; nn_math.h holds the arithmetic they share with
+// the kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +48,84 @@
 #include "dist/tensor.h"
 
 namespace dist {
+
+// What every optimizer here has (torch.optim.Optimizer's part that a training loop and a
+// learning-rate schedule use): dist::SGD and dist::Adam below. One parameter group.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void zero_grad() = 0;  // every grad to 0
+  virtual void step() = 0;       // one update of every parameter from its grad
+  virtual double lr() const = 0;
+  // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
+  virtual void set_lr(double lr) = 0;
+
+ protected:
+  Optimizer() = default;
+  Optimizer(const Optimizer&) = default;
+  Optimizer& operator=(const Optimizer&) = default;
+};
+
+// torch.optim.SGD's options beyond the learning rate (weight decay is not here). With momentum m,
+// every parameter keeps a momentum buffer, the optimizer's state: torch 1.13's step (in
+// torch/optim/sgd.py) sets it to the gradient at the first step, then
+//   buf = m * buf + (1 - dampening) * grad,   p -= lr * (nesterov ? grad + m * buf : buf).
+// The buffer is why a snapshot must hold the optimizer as well as the model (chapter 11): a run
+// resumed with empty buffers takes different steps from then on.
+struct SGDOptions {
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening 0, as torch requires
+};
+
+// torch.optim.SGD(params, lr, momentum=..., dampening=..., nesterov=...).
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Parameter*> params, double lr, SGDOptions options = {});
+  void zero_grad() override;  // every grad to 0 (torch 1.13 keeps zero tensors by default, as here)
+  // p -= lr * p.grad, in float32 as torch computes it; with momentum, through the buffer.
+  void step() override;
+  double lr() const override { return lr_; }
+  void set_lr(double lr) override;
+  const SGDOptions& options() const { return options_; }
+
+  // optimizer.state[p]["momentum_buffer"] for each parameter, in the parameters' order: empty
+  // (numel 0) before the first step() with momentum, as torch has no entry yet. What a snapshot
+  // saves; load_momentum_buffers puts saved ones back (each empty, or shaped as its parameter;
+  // copied to the parameter's device). Throws dist::ConfigError naming the first that does not fit.
+  const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
+  void load_momentum_buffers(const std::vector<Tensor>& buffers);
+
+ private:
+  std::vector<Parameter*> params_;
+  double lr_;
+  SGDOptions options_;
+  std::vector<Tensor> buffers_;
+};
+
+// torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max, eta_min): the learning rate
+// falls from the optimizer's initial one, lr_0, to eta_min along half a cosine over t_max calls
+// of step():  lr_t = eta_min + (lr_0 - eta_min) * (1 + cos(pi * t / t_max)) / 2.
+// Large steps early, while the model is far from a minimum; small ones late, so that the last
+// steps settle instead of jumping around it (chapter 09). As in torch, call step() after
+// optimizer.step(), once per step (or once per epoch, with t_max counted in epochs). Each new rate
+// is computed from the previous one as torch 1.13 computes it (a ratio of cosines, not the formula
+// above), so the same calls give torch's doubles to the bit; past t_max the rate climbs back up,
+// as torch's does. Resuming: a new schedule, step()ped as often as the run had stepped. Any
+// dist::Optimizer: SGD, or Adam (below).
+class CosineAnnealingLR {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, std::int64_t t_max, double eta_min = 0);
+  void step();  // the next step's learning rate, set on the optimizer
+  std::int64_t last_epoch() const { return last_epoch_; }  // step() calls so far (torch's name)
+  double lr() const { return optimizer_->lr(); }
+
+ private:
+  Optimizer* optimizer_;
+  std::int64_t t_max_;
+  double eta_min_, base_lr_;
+  std::int64_t last_epoch_ = 0;
+};
 
 // torch.optim.Adam's options beyond the learning rate, with torch's defaults: betas=(beta1,
 // beta2), eps, weight_decay.

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "dist/nn.h"
+#include "dist/optim.h"
 #include "dist/process_group.h"
 
 namespace dist {

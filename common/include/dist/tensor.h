@@ -51,6 +51,10 @@ namespace detail {
 // Throws dist::Error naming the bad value and the four dtypes; `who` ("dist::Tensor: ", or "")
 // opens the message.
 [[noreturn]] void throw_invalid_dtype(DType dtype, std::string_view who);
+// How a hint spells the dtype as a constant ("dist::kFloat32") and as the C++ element type that
+// data_ptr<T>() wants ("float"); both throw for a value outside the enum.
+std::string_view dtype_constant_name(DType dtype);
+std::string_view dtype_cpp_name(DType dtype);
 }  // namespace detail
 
 // Calls f(std::type_identity<T>{}) with T the C++ element type of `dtype`. It is the one place

@@ -49,3 +49,15 @@ BackendChoice choose_auto(const std::vector<std::string>& problems_by_rank) {
 }
 
 }  // namespace dist::backends
+
+namespace dist {
+
+BackendChoice choose_backend_for_machine(int local_world_size) {
+  std::vector<std::string> problems;  // indexed by local rank, as init gathers them by rank
+  for (int local_rank = 0; local_rank < local_world_size; ++local_rank) {
+    problems.push_back(backends::nccl_problem(gpu::census(), local_rank, local_world_size));
+  }
+  return backends::choose_auto(problems);
+}
+
+}  // namespace dist

@@ -1,9 +1,10 @@
-// The one error idiom (dist/check.h): throw where the problem is found, catch once in run_main.
-#include "dist/check.h"
+// run_main (dist/run_main.h): the one place where the error idiom of dist/check.h catches.
+#include "dist/run_main.h"
 
 #include <exception>
 #include <string>
 
+#include "dist/check.h"
 #include "dist/log.h"
 
 namespace dist {
