@@ -22,7 +22,6 @@ benchmark). Prints one line per job, median and spread; the ratio is ours / torc
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,15 +29,12 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools", "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
+from disttut.ports import free_port  # noqa: E402
+
 PYTHON = "/usr/bin/python3"
 TIMEOUT_S = 120  # one job; a healthy one takes milliseconds (ours) or seconds (torch)
-
-
-def free_port():
-    """A port that was free a moment ago (ddprun --standalone picks its own the same way)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reap(procs):
@@ -89,10 +85,8 @@ def jobs(bin_dir):
     torch = [f"[rank {r}/2] get_rank() = {r}, get_world_size() = 2" for r in (0, 1)]
     twin = os.path.join(ROOT, "bench", "torch_job_life.py")
     return {
-        "ddprun": (lambda: [([os.path.join(bin_dir, "ddprun"), "--standalone",
-                              "--nproc-per-node", "2", ch01], dict(os.environ))], ours),
-        "floor": (lambda: [([os.path.join(bin_dir, "ddprun"), "--standalone",
-                             "--nproc-per-node", "2", ch01, "--help"], dict(os.environ))],
+        "ddprun": (lambda: [(ddprun(bin_dir, 2, [ch01]), dict(os.environ))], ours),
+        "floor": (lambda: [(ddprun(bin_dir, 2, [ch01, "--help"]), dict(os.environ))],
                   ["usage: ch01_get_dist_info [flags]"]),
         "direct": (lambda: (lambda port: [([ch01], rank_env(r, port)) for r in (0, 1)])(free_port()),
                    ours),

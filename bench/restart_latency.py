@@ -29,6 +29,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools", "pylib"))
+from disttut.ddprun import ddprun as ddprun_line  # noqa: E402
+
 PYTHON = "/usr/bin/python3"
 WORKER = os.path.join(ROOT, "bench", "restart_worker.py")
 TIMEOUT = 120  # seconds for one job: a restart takes seconds at most, even torchrun's
@@ -97,8 +100,8 @@ def main(argv):
         raise SystemExit(f"bench: no ddprun in {args.bin}: build it first "
                          f"(cmake --workflow --preset release), or pass --bin")
     n = str(args.nproc)
-    rows = {"ddprun": measure("ddprun", [ddprun, "--standalone", "--nproc-per-node", n,
-                                         "--max-restarts", "1", PYTHON, "-u", WORKER],
+    rows = {"ddprun": measure("ddprun", ddprun_line(args.bin, args.nproc, [PYTHON, "-u", WORKER],
+                                                    flags=["--max-restarts", "1"]),
                               args.nproc, args.repeat)}
     if not args.no_torch:
         for interval in ("5", "0.1"):

@@ -15,7 +15,7 @@ What it runs, in this order (each program checks its own results; a wrong result
   4. chapters 08 and 09 and their twins, as taught (default flags) plus --throughput, at 1 and 2
      ranks: the training steps' samples/s, the best of --sweeps runs each, alternating
   5. chapter 12 at each --worlds size, stage 0 (DDP), 1, 2, 3 and 3 without prefetch, beside
-     bench/torch_sharding.py (torch's DDP + Adam, and DDP + ZeroRedundancyOptimizer): samples/s,
+     its twin's stages 0 and 1 (torch's DDP + Adam, and DDP + ZeroRedundancyOptimizer): samples/s,
      step time and memory per rank, the best of --sweeps runs each, alternating
 --sections runs some of these only (startup is 1 and 2).
 Then OUT/report.md (tables with our/PyTorch ratios and the targets of bench/README.md), and, when
@@ -35,6 +35,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools", "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
+
 PYTHON = "/usr/bin/python3"
 OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
 SECTIONS = ("startup", "collectives", "training", "sharding")
@@ -55,7 +58,7 @@ def run(cmd, env=None):
 
 
 def launch(args, nproc, program):
-    return [os.path.join(args.bin, "ddprun"), "--standalone", "--nproc-per-node", str(nproc)] + program
+    return ddprun(args.bin, nproc, program)
 
 
 def loopback(args):
@@ -139,8 +142,8 @@ SHARDING_RUNS = (
     ("stage3", "stage 3, prefetch", ["--stage", "3", "--prefetch"]),
     ("stage3_noprefetch", "stage 3, no prefetch", ["--stage", "3", "--no-prefetch"]),
 )
-TORCH_SHARDING_RUNS = {"stage0": ("DDP + Adam", []),
-                       "stage1": ("DDP + ZeroRedundancyOptimizer", ["--zero"])}
+TORCH_SHARDING_RUNS = {"stage0": ("DDP + Adam", ["--stage", "0"]),
+                       "stage1": ("DDP + ZeroRedundancyOptimizer", ["--stage", "1"])}
 
 
 def grouped_int(text):
@@ -166,13 +169,13 @@ def training_rate(out, world, batch, epochs):
 
 
 def sharding(args):
-    """Chapter 12 at each stage and bench/torch_sharding.py, at each --worlds size: the best of
+    """Chapter 12 at each stage and its twin at stages 0 and 1, at each --worlds size: the best of
     --sweeps runs each, all runs of a sweep in turn, so that a noisy minute hits every run alike.
     Each C++ run also checks its memory and traffic against their closed forms (its "OK:")."""
     data = ["--train-samples", str(args.sharding_samples), "--test-samples", "256",
             "--epochs", "1", "--batch-size", "32"]
     program = os.path.join(args.bin, "ch12_sharding")
-    twin = [PYTHON, os.path.join(ROOT, "bench", "torch_sharding.py")]
+    twin = [PYTHON, os.path.join(ROOT, "chapters", "12_sharding", "twin.py")]
     result = []
     for world in args.sharding_worlds:
         runs = {}
@@ -189,7 +192,8 @@ def sharding(args):
                      "peak_bytes": peak, "adam_state_bytes": state})
                 if key in TORCH_SHARDING_RUNS:
                     out = checked(run(launch(args, world, twin + TORCH_SHARDING_RUNS[key][1] + data
-                                             + ["--throughput"])), f"torch_sharding.py ({key})")
+                                             + ["--no-check", "--throughput"])),
+                                  f"chapter 12's twin.py ({key})")
                     rate, step_ms, steps = training_rate(out, world, 32, 1)
                     state = grouped_int(re.search(r"Adam state: ([\d,]+) bytes", out).group(1))
                     runs.setdefault(("torch", key), []).append(
@@ -207,7 +211,7 @@ def sharding_report(args, shard):
     """The report's chapter 12 section: one table per world size, then the ratios."""
     lines = ["## Sharding (chapter 12: ZeRO stages 1-3 against DDP, Adam)", "",
              f"ch12_sharding --no-check --throughput --train-samples {args.sharding_samples} "
-             "--epochs 1 (batch 32 per rank), beside bench/torch_sharding.py on the same data, "
+             "--epochs 1 (batch 32 per rank), beside its twin.py (stages 0 and 1) on the same data, "
              f"model and batches; the best of {args.sweeps} run(s) each, all runs alternating. "
              "step = ms per training step (the training time over the steps each rank took). "
              "peak = dist::max_memory_allocated on rank 0 during the training steps: the model as "

@@ -20,12 +20,14 @@ compares with these runs.
 """
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut import processes  # noqa: E402
+from disttut.ports import free_ports  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 WORLD = 3
@@ -104,35 +106,26 @@ def worker(r, cases, ports, folder):
         print(json.dumps({"case": number, "outcome": outcome}), flush=True)
 
 
-def free_ports(count):
-    """Ports nobody listens on now, bound together so that they differ."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def torch_outcomes(cases):
     """Runs every case on three ranks with torch; returns one outcome per case, the words every
     rank agreed on (or a line that says they did not)."""
     ports = free_ports(len(cases))
     with tempfile.TemporaryDirectory() as folder:
         spec = json.dumps({"cases": cases, "ports": ports, "folder": folder})
-        ranks = [subprocess.Popen([PYTHON, __file__, "--worker", str(r), spec],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for r in range(WORLD)]
-        outputs = [p.communicate(timeout=DEADLINE_S) for p in ranks]
+        ranks = {r: processes.start([PYTHON, __file__, "--worker", str(r), spec])
+                 for r in range(WORLD)}
+        try:
+            ended = processes.finish(ranks, DEADLINE_S)
+        except processes.DeadlinePassed as late:
+            raise SystemExit(f"torch_rule: ranks {late.late} were stopped at the deadline "
+                             f"({DEADLINE_S} s)") from None
     results = []
     for number in range(len(cases)):
         seen = set()
-        for (out, err), p in zip(outputs, ranks):
+        for code, out, err in ended.values():
             lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
             found = [line["outcome"] for line in lines if line["case"] == number]
-            seen.add(found[0] if found else f"no result (exit code {p.returncode}: "
+            seen.add(found[0] if found else f"no result (exit code {code}: "
                      f"{err.strip().splitlines()[-1:] or ''})")
         results.append(seen.pop() if len(seen) == 1 else "ranks disagree: " + " / ".join(sorted(seen)))
     return results

@@ -20,7 +20,6 @@ Every wait has a deadline: a program still running after it is killed and the ch
 """
 import argparse
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,17 +27,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tools" / "pylib"))
+# Free when we look; rank 0 binds it a moment later. Another program could take it in between:
+# rank 0 then says "already in use", and the check tries again on another port.
+from disttut.ports import free_port  # noqa: E402
 PYTHON = "/usr/bin/python3"
 RUN_DEADLINE_S = 90  # for a pair that should meet at once; their own --timeout is 60 s
 README_PORT = "29501"
-
-
-def free_port():
-    # Free when we look; rank 0 binds it a moment later. Another program could take it in
-    # between: rank 0 then says "already in use", and the check tries again on another port.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def command(bin_dir, which, twin, *args):

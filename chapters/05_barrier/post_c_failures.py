@@ -23,11 +23,17 @@ usage: post_c_failures.py DDPRUN          run every case and check it (the test
 import contextlib
 import datetime
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+# The project's helpers (tools/pylib): a free port, processes with a deadline, ddprun's command.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                                "pylib"))
+from disttut import processes  # noqa: E402
+from disttut.ddprun import ddprun as ddprun_line  # noqa: E402
+from disttut.ports import free_port  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 TIMEOUT_S = 5
@@ -98,38 +104,26 @@ def rank_main(case):
 
 # ---- The cases, checked ---------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def by_hand(case, case_dir):
     """Two ranks started by hand; returns [(exit code, output)] per rank."""
     port = free_port()
-    ranks = []
+    ranks = {}
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), CASE_DIR=case_dir)
-        ranks.append(subprocess.Popen([PYTHON, __file__, "--rank", case], env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    results = []
-    for p in ranks:
-        try:
-            out, _ = p.communicate(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-            out += "\n(killed at the deadline)"
-        results.append((p.returncode, out))
-    return results
+        ranks[rank] = processes.start([PYTHON, __file__, "--rank", case], env,
+                                      stderr=subprocess.STDOUT)
+    try:
+        return [(code, out) for code, out, _ in processes.finish(ranks, DEADLINE_S).values()]
+    except processes.DeadlinePassed as late:
+        return [(code, out + ("\n(stopped at the deadline)" if rank in late.late else ""))
+                for rank, (code, out, _) in late.results.items()]
 
 
 def under_ddprun(ddprun, case_dir):
     env = dict(os.environ, CASE_DIR=case_dir, PYTHON_EXEC=PYTHON)  # as torchrun runs a script
-    run = subprocess.run([ddprun, "--standalone", "--nproc-per-node", "2", __file__,
-                          "--rank", "launcher"], env=env, text=True, capture_output=True,
-                         timeout=DEADLINE_S, check=False)
+    run = ddprun_line(os.path.dirname(os.path.abspath(ddprun)), 2, [__file__, "--rank", "launcher"],
+                      deadline=DEADLINE_S, env=env)
     return run.returncode, run.stdout + run.stderr
 
 

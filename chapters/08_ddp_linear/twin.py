@@ -8,7 +8,6 @@ losses and weights then agree to float32 rounding, which tests/chapters/chapter_
 --rtol checks.
 """
 import argparse
-import os
 import time
 
 import torch
@@ -19,39 +18,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import BatchSampler
 from torch.utils.data.distributed import DistributedSampler
 
-STEPS = 1 << 24
-PREFIX = {}
-
-
-def out(text):
-    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
-
-
-def out0(text):
-    if PREFIX["rank"] == 0:
-        out(text)
-
-
-def make_dataset(n, seed):
-    """Post B's x and y = 3x + 2 + noise, as main.cpp's make_dataset builds them."""
-    g = torch.Generator()
-    g.manual_seed(seed)
-    kx = torch.randint(0, STEPS, (n,), generator=g).tolist()
-    kn = torch.randint(0, STEPS, (n,), generator=g).tolist()
-    x = torch.tensor([4.0 * k / STEPS - 2.0 for k in kx], dtype=torch.float32)
-    noise = [(k / STEPS - 0.5) * 0.2 for k in kn]
-    y = torch.tensor([3.0 * xi + 2.0 + e for xi, e in zip(x.tolist(), noise)], dtype=torch.float32)
-    return x.reshape(n, 1), y.reshape(n, 1)
-
-
-def initial_weights(model, seed, rank):
-    g = torch.Generator()
-    g.manual_seed(seed + 1 + rank)
-    k = torch.randint(0, STEPS, (2,), generator=g).tolist()
-    with torch.no_grad():
-        model.weight.fill_(k[0] / float(1 << 23) - 1.0)
-        model.bias.fill_(k[1] / float(1 << 23) - 1.0)
-
+# Post B's data and initial weights, and the rank-prefixed lines: post_b_data.py, beside this file
+# (chapter 11's twin reads it too).
+from post_b_data import PREFIX, initial_weights, make_dataset, out, out0
 
 def least_squares(x, y):
     x, y = x.double().flatten(), y.double().flatten()

@@ -1,7 +1,7 @@
 """The twins' copy of fashion_data.h: Fashion-MNIST's first images shrunk to 14x14, and the
 initial weights drawn as ch09::uniform_init draws them; and the programs' first step, joining
-and reading the data, with their "[rank R/W]" lines. Chapter 09's and 12's twins and
-bench/torch_sharding.py import it, so all three read and draw the same bits."""
+and reading the data, with their "[rank R/W]" lines. Chapter 09's and 12's twins import it, so both
+read and draw the same bits."""
 import gzip
 import os
 import struct

@@ -18,17 +18,10 @@ import os
 import socket
 import sys
 
-STEPS = 1 << 24
-PREFIX = {}
-
-
-def out(text):
-    os.write(1, f"[rank {PREFIX['rank']}/{PREFIX['world']}] {text}\n".encode())
-
-
-def out0(text):
-    if PREFIX["rank"] == 0:
-        out(text)
+# Post B's data and initial weights, and the rank-prefixed lines, as chapter 08's twin has them
+# (main.cpp likewise compiles ../08_ddp_linear/post_b_data.cpp).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "08_ddp_linear"))
+from post_b_data import PREFIX, STEPS, initial_weights, make_dataset, out, out0  # noqa: E402
 
 
 def flags(argv):
@@ -47,25 +40,6 @@ def flags(argv):
 
 
 # ---- One rank -------------------------------------------------------------------------------
-
-def make_dataset(torch, n, seed):
-    g = torch.Generator()
-    g.manual_seed(seed)
-    kx = torch.randint(0, STEPS, (n,), generator=g).tolist()
-    kn = torch.randint(0, STEPS, (n,), generator=g).tolist()
-    x = torch.tensor([4.0 * k / STEPS - 2.0 for k in kx], dtype=torch.float32).tolist()
-    y = [3.0 * xi + 2.0 + (k / STEPS - 0.5) * 0.2 for xi, k in zip(x, kn)]
-    return x, torch.tensor(y, dtype=torch.float32).tolist()
-
-
-def initial_weights(torch, model, seed, rank):
-    g = torch.Generator()
-    g.manual_seed(seed + 1 + rank)
-    k = torch.randint(0, STEPS, (2,), generator=g).tolist()
-    with torch.no_grad():
-        model.weight.fill_(k[0] / float(1 << 23) - 1.0)
-        model.bias.fill_(k[1] / float(1 << 23) - 1.0)
-
 
 def jittered_batch(torch, data, batch, jitter):
     """Each sample's x moved by up to +-0.05, one draw of this rank's generator per sample."""
@@ -105,11 +79,12 @@ def worker(args):
     PREFIX.update(rank=rank, world=world)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     crash_rank = world - 1 if args.crash_rank < 0 else args.crash_rank
-    data = make_dataset(torch, args.samples, args.seed)
+    x, y = make_dataset(args.samples, args.seed)
+    data = (x.flatten().tolist(), y.flatten().tolist())
 
     # Step 2: the model, the optimizer (momentum is state), this rank's generator, the sampler
     model = nn.Linear(1, 1)
-    initial_weights(torch, model, args.seed, rank)
+    initial_weights(model, args.seed, rank)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     jitter = torch.Generator()
     jitter.manual_seed(args.seed + 1000 + rank)

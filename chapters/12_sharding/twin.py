@@ -42,8 +42,10 @@ with one unit per Linear layer, as the program shards it, would read:
 (With reshard_after_forward=False, each unit stays whole from its forward to its backward and is
 gathered once a step: stage 2's traffic, though its parameters are still sharded between steps.)
 
---prefetch, --check, --bucket-mb and --data-dir are accepted. --bucket-mb is DDP's bucket_cap_mb
-at stages 0 and 1. With --check (the default) the twin checks at stage 1 that
+--prefetch, --check, --bucket-mb, --throughput and --data-dir are accepted. --bucket-mb is DDP's
+bucket_cap_mb at stages 0 and 1. --throughput (stages 0 and 1; bench/run.py reads it) prints the
+training steps' samples per second, as the program's flag does, and the Adam state of the largest
+rank. With --check (the default) the twin checks at stage 1 that
 ZeroRedundancyOptimizer ends with DDP + Adam's weights bit for bit, and at stages 2 and 3 that the
 replay ends with them bit for bit at 1 and 2 ranks, training DDP from the same start. From 3
 ranks on the replay adds the ranks' gradients in another order than Gloo's all_reduce, and Adam
@@ -57,6 +59,7 @@ program's own.
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -69,7 +72,7 @@ from torch.utils.data.distributed import DistributedSampler
 # Chapter 09's data and initial weights, as its twin reads and draws them.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "09_ddp_classifier"))
 from fashion_data import (CLASSES, PIXELS, add_training_flags, join_and_read, out0,  # noqa: E402
-                          test_shard, uniform_init)
+                          print_throughput, test_shard, uniform_init)
 
 WIDTHS = (PIXELS, 512, 512, 512, CLASSES)
 STAGES = {
@@ -132,9 +135,11 @@ def count_correct(model, images, labels, indices):
     return correct
 
 
-def train_distributed(args, stage, data, report):
+def train_distributed(args, stage, data, report, timing=None):
     """Stages 0 and 1: DDP from rank 0's initial weights (DDP's constructor broadcasts them), and
-    Adam, whole (stage 0) or as ZeroRedundancyOptimizer (stage 1). Returns the model."""
+    Adam, whole (stage 0) or as ZeroRedundancyOptimizer (stage 1). Returns the model. With a
+    `timing` dict (--throughput), adds the training steps' seconds and samples to it, and the
+    bytes of this rank's Adam state."""
     train_x, train_y, test_x, test_y = data
     rank, world = dist.get_rank(), dist.get_world_size()
     model = make_model(args.seed + rank)
@@ -148,6 +153,7 @@ def train_distributed(args, stage, data, report):
     sampler = DistributedSampler(range(len(train_y)), seed=args.seed)
     batch_sampler = BatchSampler(sampler, args.batch_size, drop_last=False)
     for epoch in range(args.epochs):
+        started = time.perf_counter()
         sampler.set_epoch(epoch)
         batches = list(batch_sampler)
         loss_sum = 0.0
@@ -157,12 +163,19 @@ def train_distributed(args, stage, data, report):
             loss.backward()  # DDP: every gradient is the ranks' mean
             optimizer.step()  # ZeRO: each rank steps its parameters, then broadcasts them
             loss_sum += loss.item()
+        if timing is not None:  # the training steps only, not the evaluation below
+            timing["seconds"] += time.perf_counter() - started
+            timing["samples"] += sum(len(b) for b in batches)
         mean_loss = torch.tensor([loss_sum / len(batches)], dtype=torch.float64)
         dist.all_reduce(mean_loss)
         kept = test_shard(len(test_y))  # each image once, on one rank
         counts = torch.tensor([count_correct(model, test_x, test_y, kept), len(kept)])
         dist.all_reduce(counts)
         report(epoch, mean_loss.item() / world, *counts.tolist())
+    if timing is not None:
+        local = optimizer.optim if stage == 1 else optimizer  # ZeRO: this rank's own Adam
+        timing["state_bytes"] = sum(v.numel() * v.element_size() for s in local.state.values()
+                                    for v in s.values() if torch.is_tensor(v) and v.dim() > 0)
     return model
 
 
@@ -213,7 +226,13 @@ def main():
                    help="accepted; stage 3 is replayed here, not overlapped")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="also train DDP + Adam from the same start and compare the weights")
+    p.add_argument("--throughput", action="store_true",
+                   help="also print the training steps' samples per second and the Adam state "
+                   "(stages 0 and 1; for bench/run.py)")
     args = p.parse_args()
+    if args.throughput and args.stage >= 2:
+        p.error("--throughput: stages 0 and 1 only (stages 2 and 3 are replayed here, each rank "
+                "computing every rank's batch: their time says nothing)")
 
     rank, world, train_x, train_y, test_x, test_y = join_and_read(args)
     data = (train_x, train_y, test_x, test_y)
@@ -231,7 +250,13 @@ def main():
         report.counted = counted
 
     if args.stage <= 1:
-        model = train_distributed(args, args.stage, data, report)
+        timing = {"seconds": 0.0, "samples": 0} if args.throughput else None
+        model = train_distributed(args, args.stage, data, report, timing)
+        if timing is not None:
+            print_throughput(timing["seconds"], timing["samples"], world)
+            state = torch.tensor([timing["state_bytes"]])
+            dist.all_reduce(state, op=dist.ReduceOp.MAX)
+            out0(f"Adam state: {state.item():,} bytes on the largest rank (exp_avg and exp_avg_sq)")
     else:
         model = train_replayed(args, data, report)
     print_table()

@@ -27,8 +27,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # the Python ddprun runs the twins with (PYTHON_EXEC)
 DEADLINE_S = 120

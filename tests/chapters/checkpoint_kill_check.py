@@ -25,8 +25,8 @@ from pathlib import Path
 
 from classifier_check import SMALL, run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 # The chapter's model: fc1 196x128 and its bias, BatchNorm's 128 weights and biases, fc2 128x10
 # and its bias; the checkpoint holds BatchNorm's two running buffers first.

@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 PROMISE = "OK: the replicas are bit-identical, every test image was counted once, and "
 JUDGED = PROMISE + "the accuracy reached the floor of 75.00%"

@@ -24,8 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 FLAG_SETS = [
     [],

@@ -34,9 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "multinode"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT / "tools" / "pylib"))
 from two_machines import ADDRESS, PORT, Machines, run_machines  # noqa: E402
-from ddprun import ddprun  # noqa: E402
+from disttut.ddprun import ddprun, ddprun_node  # noqa: E402
 
 PROGRAM = "ch11_fault_tolerance"
 EVERY = ["--snapshot-every", "10"]
@@ -74,10 +74,11 @@ class Job:
         for node, m in enumerate("AB"):
             commands.append((m, [
                 "ip", "netns", "exec", self.machines.ns[m], "env", f"DIST_STORE_TOKEN={token}",
-                f"{self.bin_dir}/ddprun", "--nnodes", "2", "--node-rank", str(node),
-                "--nproc-per-node", "2", "--master-addr", ADDRESS["A"], "--master-port",
-                str(PORT), *flags, f"{self.bin_dir}/{PROGRAM}", "--snapshot", self.snapshot(m),
-                *EVERY, *args]))
+                *ddprun_node(self.bin_dir, 2, node, 2,
+                             [f"{self.bin_dir}/{PROGRAM}", "--snapshot", self.snapshot(m), *EVERY,
+                              *args],
+                             flags=["--master-addr", ADDRESS["A"], "--master-port", str(PORT),
+                                    *flags])]))
         results = run_machines(commands)
         text = "".join(f"{m}| {line}\n" for m in "AB"
                        for line in (results[m][1] + results[m][2]).splitlines())

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from fault_tolerance_check import EVERY, RESTARTS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 DEADLINE_S = 300

@@ -24,8 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 WIDTHS = [196, 512, 512, 512, 10]
 UNITS = [WIDTHS[i] * WIDTHS[i + 1] + WIDTHS[i + 1] for i in range(4)]

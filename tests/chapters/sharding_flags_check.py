@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import ddprun  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun  # noqa: E402
 
 REVIEW = ["--lr", "0.01", "--seed", "9", "--train-samples", "500"]  # failed before: 3.1e-5 apart
 

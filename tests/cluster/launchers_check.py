@@ -18,19 +18,36 @@ slurm   There is no Slurm here, so it starts the ranks as srun does: with SLURM_
 Every run has a 120 s deadline. Exit 0 when every output matches, 1 otherwise.
 """
 import os
+import re
 import shutil
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-# The reference for two machines, and a free port: the same helpers as ./tutorial run multinode.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "multinode"))
-from two_machines import free_port, one_machine_lines  # noqa: E402
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-from ddprun import LAUNCHER_VARIABLES, ddprun  # noqa: E402
+# The reference for two machines: the same helper as ./tutorial run multinode.
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "multinode"))
+sys.path.insert(0, str(ROOT / "tools" / "pylib"))
+from two_machines import one_machine_lines  # noqa: E402
+from disttut import processes  # noqa: E402
+from disttut.ddprun import ddprun  # noqa: E402
+from disttut.ports import free_port  # noqa: E402
 
 CHAPTERS = ["ch01_get_dist_info", "ch04_all_reduce", "ch08_ddp_linear"]
+DEADLINE_S = 120
+
+
+def launcher_variables():
+    """The names listed in tests/support/launcher_variables.h, the C++ tests' list: what ddprun
+    sets, and what mpirun and srun set instead."""
+    header = (ROOT / "tests" / "support" / "launcher_variables.h").read_text()
+    names = re.findall(r'^\s*"([A-Z_]+)",$', header, re.M)
+    if not names:
+        raise SystemExit("tests/support/launcher_variables.h lists no variables")
+    return names
+
+
+LAUNCHER_VARIABLES = launcher_variables()
 
 
 def clean_env(**extra):
@@ -44,25 +61,25 @@ def clean_env(**extra):
 
 def ddprun_lines(bin_dir, program, nproc):
     command = [f"{bin_dir}/{program}"]
-    run = ddprun(bin_dir, nproc, command, deadline=120, env=clean_env())
+    run = ddprun(bin_dir, nproc, command, deadline=DEADLINE_S, env=clean_env())
     if run.returncode != 0:
         raise SystemExit(f"the reference run failed: {' '.join(run.args)}\n{run.stderr}")
     return Counter(run.stdout.splitlines())
 
 
 def collect(procs, what):
+    """Every line the processes printed, and a line for each that failed; at the deadline every
+    one is stopped and this exits."""
+    try:
+        results = processes.finish(dict(enumerate(procs)), DEADLINE_S)
+    except processes.DeadlinePassed:
+        raise SystemExit(f"{what}: no end within {DEADLINE_S} s") from None
     lines = Counter()
     failed = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise SystemExit(f"{what}: no end within 120 s")
+    for code, out, err in results.values():
         lines.update(out.splitlines())
-        if p.returncode != 0:
-            failed.append(f"exit code {p.returncode}: {err.strip()}")
+        if code != 0:
+            failed.append(f"exit code {code}: {err.strip()}")
     return lines, failed
 
 
@@ -92,9 +109,7 @@ def check_mpirun(bin_dir):
             env = clean_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
             cmd = [mpirun, "-np", str(nproc), "--oversubscribe", "-x", "MASTER_ADDR=127.0.0.1",
                    "-x", f"MASTER_PORT={free_port()}", f"{bin_dir}/{program}"]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, env=env)
-            got, failed = collect([proc], " ".join(cmd))
+            got, failed = collect([processes.start(cmd, env)], " ".join(cmd))
             ok &= compare(f"mpirun -np {nproc} {program}", got, ddprun_lines(bin_dir, program, nproc),
                           failed)
     return ok
@@ -111,8 +126,7 @@ def srun_like(bin_dir, program, nodes, tasks_per_node, port):
                             SLURM_TASKS_PER_NODE=f"{tasks_per_node}(x{nodes})" if nodes > 1
                             else str(tasks_per_node),
                             MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-            procs.append(subprocess.Popen([f"{bin_dir}/{program}"], stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True, env=env))
+            procs.append(processes.start([f"{bin_dir}/{program}"], env))
     return collect(procs, f"{program} with Slurm's variables")
 
 

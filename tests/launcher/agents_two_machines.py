@@ -24,8 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "multinode"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "multinode"))
+sys.path.insert(0, str(ROOT / "tools" / "pylib"))
 from two_machines import ADDRESS, Machines  # noqa: E402
+from disttut import processes  # noqa: E402
+from disttut.ddprun import ddprun_node  # noqa: E402
 
 DEADLINE_S = 30
 TOKEN = "agents-two-machines-test"
@@ -49,32 +53,24 @@ def say(text):
 def ddprun(machines, machine, bin_dir, script, *flags):
     node = "AB".index(machine)
     return ["ip", "netns", "exec", machines.ns[machine], "env", f"DIST_STORE_TOKEN={TOKEN}",
-            f"{bin_dir}/ddprun", "--nnodes", "2", "--node-rank", str(node),
-            "--nproc-per-node", "2", "--master-addr", ADDRESS["A"], "--max-restarts", "1",
-            *flags, "/bin/sh", "-c", script]
+            *ddprun_node(bin_dir, 2, node, 2, ["/bin/sh", "-c", script],
+                         flags=["--master-addr", ADDRESS["A"], "--max-restarts", "1", *flags])]
 
 
 def start(argv):
     # `ip netns exec` and `env` exec what follows, so the pid is ddprun's own.
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return processes.start(argv)
 
 
 def finish(procs):
-    """{name: (exit code, stdout, stderr)}; at the deadline every process group is killed."""
-    results = {}
-    for name, p in procs.items():
-        try:
-            out, err = p.communicate(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            for q in procs.values():
-                try:
-                    os.killpg(q.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            out, err = p.communicate()
-            err += f"\n(killed: no end within {DEADLINE_S} s)"
-        results[name] = (p.returncode, out, err)
+    """{name: (exit code, stdout, stderr)}; at the deadline every process group is stopped."""
+    try:
+        results = processes.finish(procs, DEADLINE_S)
+    except processes.DeadlinePassed as late:
+        results = {name: (code, out, err + (f"\n(stopped: no end within {DEADLINE_S} s)"
+                                            if name in late.late else ""))
+                   for name, (code, out, err) in late.results.items()}
+    for name, (code, out, err) in results.items():
         for line in (out + err).splitlines():
             say(f"  {name}| {line}")
     return results

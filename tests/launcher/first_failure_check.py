@@ -17,6 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun as ddprun_line  # noqa: E402
 
 DEADLINE_S = 30
 
@@ -35,8 +39,9 @@ def main(argv):
         print(__doc__)
         return 2
     ddprun, probe = argv[1], argv[2]
-    job = subprocess.Popen([ddprun, "--standalone", "--nproc-per-node", "2", probe,
-                            "--exit-on-rank", "0:1", "--sigkill-on-rank", "1", "--fail-after", "1"],
+    job = subprocess.Popen(ddprun_line(os.path.dirname(os.path.abspath(ddprun)), 2,
+                                       [probe, "--exit-on-rank", "0:1", "--sigkill-on-rank", "1",
+                                        "--fail-after", "1"]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     deadline = time.monotonic() + DEADLINE_S

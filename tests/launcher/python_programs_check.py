@@ -26,6 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.ddprun import ddprun as ddprun_line  # noqa: E402
+
 DEADLINE_S = 60
 NPROC = 2
 
@@ -59,9 +62,10 @@ class Check:
         self.env.pop("PYTHON_EXEC", None)
 
     def run(self, args, env=None):
-        return subprocess.run([self.ddprun, "--standalone", "--nproc-per-node", str(NPROC), *args],
-                              cwd=self.folder, env=env or self.env, capture_output=True,
-                              text=True, timeout=DEADLINE_S, check=False)
+        bin_dir = os.path.dirname(os.path.abspath(self.ddprun))
+        return subprocess.run(ddprun_line(bin_dir, NPROC, args), cwd=self.folder,
+                              env=env or self.env, capture_output=True, text=True,
+                              timeout=DEADLINE_S, check=False)
 
     def argv(self, name, args, expected, env=None, notice=None):
         """Every local rank n was given expected(n), in order; with `notice`, ddprun said it."""

@@ -34,6 +34,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.readme import main_path  # noqa: E402  (timings.py counts the same words)
+
 SECTIONS = ["Goal", "Run it", "Expected output", "Walk-through",
             "What changed since the last chapter", "Pitfalls", "Try this", "Next"]
 MAX_MAIN_LINES = 260
@@ -83,16 +86,6 @@ def check_readme(root, readme, problems):
             problems.append(f"{where}:{n}: a deep dive outside a collapsed <details> block")
     if depth:
         problems.append(f"{where}:{opened}: <details> never closed")
-
-
-def main_path(text):
-    """The text a reader reads on the way through: without fenced code blocks, collapsed
-    <details> blocks and HTML comments (replaced by as many newlines, so line numbers hold)."""
-    def blank(m):
-        return "\n" * m.group(0).count("\n")
-    text = re.sub(r"^\s*```.*?^\s*```", blank, text, flags=re.S | re.M)
-    text = re.sub(r"<details>.*?</details>", blank, text, flags=re.S)
-    return re.sub(r"<!--.*?-->", blank, text, flags=re.S)
 
 
 def glossary_terms(root):

@@ -1,5 +1,5 @@
 // The launchers' variables, in one list for every test: the C++ tests include this header, and
-// tests/support/ddprun.py reads the same names from it for the Python checks.
+// tests/cluster/launchers_check.py reads the same names from it.
 //
 // A test that starts ranks by hand clears all of them first, so that the machine's environment
 // (a shell with RANK exported, a test run inside a Slurm job) cannot leak into it. It has no

@@ -169,7 +169,7 @@ def not_started(bin_dir, _build_dir):
         sys.exit(77)
     with tempfile.TemporaryDirectory(prefix="grader-not-started-") as tmp:
         tree = Path(tmp)
-        for part in ("tools/grader", "tests/readme", "chapters"):
+        for part in ("tools/grader", "tools/pylib", "chapters"):
             shutil.copytree(ROOT / part, tree / part,
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         git = ["git", "-C", str(tree), "-c", "user.name=grader test",

@@ -16,7 +16,6 @@
 // seeded with S first, as torch.manual_seed(S)). NUM_SAMPLES -1 means "not given", and so do W -1
 // and RANK -1 of a distributed case: the sampler asks the default group, which this program never
 // initialises (chapter 07 quotes the error that gives).
-#include <charconv>
 #include <cstdint>
 #include <iostream>
 #include <optional>
@@ -27,17 +26,13 @@
 #include "dist/check.h"
 #include "dist/run_main.h"
 #include "dist/sampler.h"
+#include "parity_driver.h"
 
 namespace {
 
 template <typename T>
 T parse(const std::string& token) {
-  T value{};
-  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-  if (ec != std::errc{} || end != token.data() + token.size()) {
-    throw dist::ConfigError("sampler_driver: cannot parse '" + token + "'");
-  }
-  return value;
+  return parity::parse<T>(token, "sampler_driver");
 }
 
 template <typename T>

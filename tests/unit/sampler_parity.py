@@ -13,7 +13,6 @@ DistributedSampler is given num_replicas and rank. Exits 1 on any difference.
 """
 
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,9 +24,9 @@ from torch.utils.data.distributed import DistributedSampler
 # Post D's iteration-based batch sampler, written once: chapter 07's twin holds it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "chapters" / "07_sampler"))
 from twin import IterationBasedBatchSampler  # noqa: E402
+from parity_harness import compare, run_driver  # noqa: E402  (beside this file)
 
 SEED = 707  # fixed so that every run checks the same cases
-MAX_MISMATCHES_SHOWN = 5
 
 
 def join(values):
@@ -202,32 +201,17 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(f"usage: {sys.argv[0]} path/to/sampler_driver")
     cases = all_cases()
-    text = "".join(as_line(case) + "\n" for case in cases)
-    run = subprocess.run([sys.argv[1]], input=text, capture_output=True, text=True, check=False)
-    if run.returncode != 0:
-        sys.exit(f"{sys.argv[1]} exited with {run.returncode}:\n{run.stderr}")
-    got = run.stdout.split("\n")
-    if got[-1] != "" or len(got) - 1 != len(cases):
-        sys.exit(f"{sys.argv[1]} printed {len(got) - 1} lines for {len(cases)} cases")
-    mismatches = 0
+    got = run_driver(sys.argv[1], [as_line(case) for case in cases], "\n", "lines")
     counts = {}
-    for case, ours in zip(cases, got):
+    for case in cases:
         counts[case[0]] = counts.get(case[0], 0) + 1
-        want = expected(case)
-        if ours == want:
-            continue
-        mismatches += 1
-        if mismatches <= MAX_MISMATCHES_SHOWN:
-            print(f"MISMATCH for case: {as_line(case)[:200]}")
-            print(f"  torch: {want[:300]}")
-            print(f"  dist:  {ours[:300]}")
-    summary = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    if mismatches:
-        print(f"{mismatches} of {len(cases)} cases differ from torch ({summary})")
-        return 1
-    print(f"{len(cases)} cases match torch ({summary})")
-    return 0
 
+    def show(case, want, ours):
+        print(f"MISMATCH for case: {as_line(case)[:200]}")
+        print(f"  torch: {want[:300]}")
+        print(f"  dist:  {ours[:300]}")
+
+    return compare(cases, got, expected, show, ", ".join(f"{n} {kind}" for kind, n in counts.items()))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,7 +4,6 @@
 // line "---". A device is printed as if the tensor lived there (repr_as_if_on), so the device
 // suffix is checked on machines without a GPU. Values are parsed straight into the
 // element type, so int64 beyond 2^53 and every float32 survive the text round trip exactly.
-#include <charconv>
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -13,26 +12,17 @@
 
 #include "dist/run_main.h"
 #include "dist/tensor.h"
+#include "parity_driver.h"
 #include "tensor_repr.h"
 
 namespace {
 
 template <typename T>
-T parse(const std::string& token) {
-  // from_chars rejects a leading '+' but accepts "-inf"; Python's repr never writes "+".
-  T value{};
-  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-  if (ec != std::errc{} || end != token.data() + token.size()) {
-    throw dist::ConfigError("tensor_repr_driver: cannot parse '" + token + "' as " +
-                            std::string(dist::dtype_name(dist::dtype_of<T>())));
-  }
-  return value;
-}
-
-template <typename T>
 dist::Tensor parse_tensor(std::istringstream& tokens) {
   std::vector<T> values;
-  for (std::string token; tokens >> token;) values.push_back(parse<T>(token));
+  for (std::string token; tokens >> token;) {
+    values.push_back(parity::parse<T>(token, "tensor_repr_driver"));
+  }
   return dist::Tensor::from(values);
 }
 

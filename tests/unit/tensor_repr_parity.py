@@ -17,14 +17,14 @@ appends them (device, then dtype).
 
 import random
 import struct
-import subprocess
 import sys
 
 import torch
 
+from parity_harness import compare, run_driver  # beside this file
+
 SEED = 1013  # fixed so that every run checks the same cases
 NUM_RANDOM_CASES = 400
-MAX_MISMATCHES_SHOWN = 5
 
 DTYPES = {
     "float32": torch.float32,
@@ -184,45 +184,28 @@ def torch_repr_on_device(values, dtype, device):
     return tensor_str._add_suffixes("tensor(" + body, suffixes, len("tensor("), False)
 
 
-def run_driver(driver, cases):
-    text = "".join(
-        dtype + (f"@{device}" if device else "") + "".join(" " + repr(v) for v in values) + "\n"
-        for dtype, values, device in cases
-    )
-    result = subprocess.run([driver], input=text, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        sys.exit(f"{driver} exited with {result.returncode}:\n{result.stderr}")
-    reprs = result.stdout.split("\n---\n")
-    if reprs[-1] != "" or len(reprs) - 1 != len(cases):
-        sys.exit(f"{driver} printed {len(reprs) - 1} reprs for {len(cases)} cases")
-    return reprs[:-1]
-
-
 def main():
     if len(sys.argv) != 2:
         sys.exit(f"usage: {sys.argv[0]} path/to/tensor_repr_driver")
     cases = [(d, v, None) for d, v in HAND_PICKED + random_cases(random.Random(SEED))]
     cases += DEVICE_CASES
-    got = run_driver(sys.argv[1], cases)
-    mismatches = 0
-    for (dtype, values, device), ours in zip(cases, got):
-        if device:
-            expected = torch_repr_on_device(values, DTYPES[dtype], device)
-        else:
-            expected = repr(torch.tensor(values, dtype=DTYPES[dtype]))
-        if ours == expected:
-            continue
-        mismatches += 1
-        if mismatches <= MAX_MISMATCHES_SHOWN:
-            shown = " ".join(repr(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
-            print(f"MISMATCH {dtype} on {device or 'cpu'} ({len(values)} values): {shown}")
-            print(f"torch:\n{expected}\ndist::Tensor:\n{ours}\n")
-    if mismatches:
-        print(f"{mismatches} of {len(cases)} cases differ from torch")
-        return 1
-    print(f"{len(cases)} cases match torch")
-    return 0
+    lines = [dtype + (f"@{device}" if device else "") + "".join(" " + repr(v) for v in values)
+             for dtype, values, device in cases]
+    got = run_driver(sys.argv[1], lines, "\n---\n", "reprs")
 
+    def expected(case):
+        dtype, values, device = case
+        if device:
+            return torch_repr_on_device(values, DTYPES[dtype], device)
+        return repr(torch.tensor(values, dtype=DTYPES[dtype]))
+
+    def show(case, want, ours):
+        dtype, values, device = case
+        shown = " ".join(repr(v) for v in values[:12]) + (" ..." if len(values) > 12 else "")
+        print(f"MISMATCH {dtype} on {device or 'cpu'} ({len(values)} values): {shown}")
+        print(f"torch:\n{want}\ndist::Tensor:\n{ours}\n")
+
+    return compare(cases, got, expected, show)
 
 if __name__ == "__main__":
     sys.exit(main())

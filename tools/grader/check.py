@@ -35,8 +35,8 @@ from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests/readme"))
-from check_syllabus import read_table  # noqa: E402  (the lesson table, parsed once)
+sys.path.insert(0, str(ROOT / "tools" / "pylib"))
+from disttut.lessons import read_table  # noqa: E402  (the lesson table, parsed once)
 from grading import Fail, grade  # noqa: E402
 from mutate import load_mutations  # noqa: E402
 

@@ -24,11 +24,15 @@ Only Python's standard library is used: participants' machines need no PyTorch t
 import os
 import re
 import shlex
-import signal
-import socket
-import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut import processes  # noqa: E402
+from disttut.ddprun import ddprun, ddprun_node  # noqa: E402,F401  (graders import ddprun_node)
+from disttut.ports import free_port  # noqa: E402,F401  (the graders import it from here)
 
 RANK_LINE = re.compile(r"^\[rank (\d+)/(\d+)\] (.*)$")
 DDPRUN_PREFIX = "ddprun: "
@@ -172,46 +176,27 @@ class Exercise:
     runner: Optional[Callable] = None
 
 
-def run_ddprun(bin_dir, program, world, args, deadline_s, env=None):
-    """`ddprun --standalone --nproc-per-node WORLD PROGRAM ARGS...`, stopped with its ranks at the
-    deadline (stop_group): a grader never hangs."""
-    command = [os.path.join(bin_dir, "ddprun"), "--standalone", "--nproc-per-node", str(world),
-               program, *args]
-    return run_command(command, world, deadline_s, env)
-
-
-# How long a job stopped at its deadline gets between SIGTERM and SIGKILL: ddprun's grace period
-# (3 s) and a little more, so that ddprun can stop its ranks' own process groups itself.
-STOP_GRACE_S = 5
-
-
-def stop_group(proc):
-    """Stops the process group `proc` leads: SIGTERM first (ddprun passes it on to each rank's
-    group, which a SIGKILL of ddprun could not: the ranks' children would outlive it), SIGKILL
-    after STOP_GRACE_S. Returns what the job wrote, as communicate() does."""
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        return proc.communicate(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.communicate()
+def run_ddprun(bin_dir, program, world, args, deadline_s, env=None, flags=()):
+    """`ddprun --standalone --nproc-per-node WORLD FLAGS... PROGRAM ARGS...` (flags: ddprun's own,
+    such as --max-restarts), stopped with its ranks at the deadline (disttut.processes): a grader
+    never hangs."""
+    return run_command(ddprun(bin_dir, world, [program, *args], flags=flags), world, deadline_s,
+                       env)
 
 
 def run_command(command, world, deadline_s, env=None):
     """Any command that runs a job of `world` ranks (a driver, a script), in a process group of its
-    own that is stopped whole at the deadline (stop_group)."""
+    own that is stopped whole at the deadline (SIGTERM, then SIGKILL: disttut.processes)."""
     full_env = dict(os.environ, **(env or {}))
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=full_env, start_new_session=True) as proc:
-        try:
-            out, err = proc.communicate(timeout=deadline_s)
-        except subprocess.TimeoutExpired:
-            out, err = stop_group(proc)
-            raise Fail(f"the job on {world} ranks did not end within {deadline_s} s; it was "
-                       f"stopped. {Run(world, -9, out, err).report()}",
-                       "a rank waits for a collective the others never call: every rank must "
-                       "make the same calls in the same order") from None
-    return Run(world, proc.returncode, out, err, command)
+    try:
+        done = processes.run(command, deadline_s, full_env)
+    except processes.DeadlinePassed as late:
+        out, err = late.results["job"][1:]
+        raise Fail(f"the job on {world} ranks did not end within {deadline_s} s; it was "
+                   f"stopped. {Run(world, -9, out, err).report()}",
+                   "a rank waits for a collective the others never call: every rank must "
+                   "make the same calls in the same order") from None
+    return Run(world, done.returncode, done.stdout, done.stderr, command)
 
 
 def run_together(commands, world, deadline_s, env=None):
@@ -221,13 +206,6 @@ def run_together(commands, world, deadline_s, env=None):
     script = "".join(f"{shlex.join(c)} & p{i}=$!; " for i, c in enumerate(commands))
     script += "s=0; " + "".join(f"wait $p{i} || s=$?; " for i in range(len(commands))) + "exit $s"
     return run_command(["sh", "-c", script], world, deadline_s, env)
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on now (for a job's --master-port)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def grade(exercise, bin_dir, program, report=print):

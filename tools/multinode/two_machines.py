@@ -27,10 +27,15 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut import processes  # noqa: E402
+from disttut.ddprun import ddprun_node  # noqa: E402
+from disttut.ports import free_port  # noqa: E402
 
 ADDRESS = {"A": "10.231.0.1", "B": "10.231.0.2"}
 PORT = 29500  # each namespace has its own ports: nothing else listens there
@@ -83,41 +88,25 @@ class Machines:
         interface = [f"DIST_IFNAME={self.veth[machine]}"] if ifname else []
         return ["ip", "netns", "exec", self.ns[machine], "env", f"DIST_STORE_TOKEN={token}",
                 *interface,
-                f"{bin_dir}/ddprun", "--nnodes", "2", "--node-rank", str(node),
-                "--nproc-per-node", "2", "--master-addr", ADDRESS["A"], "--master-port", str(PORT),
-                f"{bin_dir}/{program}"]
+                *ddprun_node(bin_dir, 2, node, 2, [f"{bin_dir}/{program}"],
+                             flags=["--master-addr", ADDRESS["A"], "--master-port", str(PORT)])]
 
 
 def run_machines(commands):
-    """Starts every (name, argv) at once; returns {name: (exit code, stdout, stderr)}."""
-    procs = {name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True)
-             for name, argv in commands}
-    results = {}
-    for name, p in procs.items():
-        try:
-            out, err = p.communicate(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            for q in procs.values():
-                os.killpg(q.pid, signal.SIGKILL)
-            raise SystemExit(f"no end within {DEADLINE_S} s: {' '.join(commands[0][1])}")
-        results[name] = (p.returncode, out, err)
-    return results
-
-
-def free_port():
-    """A TCP port of 127.0.0.1 that is free now (not reserved: as ddprun --standalone picks one)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Starts every (name, argv) at once; returns {name: (exit code, stdout, stderr)}. At the
+    deadline, DEADLINE_S for all, every process group is stopped and this exits."""
+    try:
+        return processes.finish({name: processes.start(argv) for name, argv in commands},
+                                DEADLINE_S)
+    except processes.DeadlinePassed:
+        raise SystemExit(f"no end within {DEADLINE_S} s: {' '.join(commands[0][1])}") from None
 
 
 def one_machine_lines(bin_dir, program):
     """The same 2 x 2 layout on one machine: two ddprun on 127.0.0.1 (tests/cluster uses it too)."""
     port = free_port()
-    commands = [(str(node), [f"{bin_dir}/ddprun", "--nnodes", "2", "--node-rank", str(node),
-                             "--nproc-per-node", "2", "--master-port", str(port),
-                             f"{bin_dir}/{program}"]) for node in (0, 1)]
+    commands = [(str(node), ddprun_node(bin_dir, 2, node, 2, [f"{bin_dir}/{program}"],
+                                        flags=["--master-port", str(port)])) for node in (0, 1)]
     lines = Counter()
     for code, out, err in run_machines(commands).values():
         if code != 0:

@@ -36,9 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "INSTRUCTOR.md"
 MEASURED = ROOT / "tools/workshop/measured.toml"
-sys.path.insert(0, str(ROOT / "tests/readme"))
-from check_syllabus import read_table  # noqa: E402  (the lesson table, parsed once)
-from check_chapter_form import main_path  # noqa: E402  (what a README's reader reads)
+sys.path.insert(0, str(ROOT / "tools" / "pylib"))
+from disttut.lessons import read_table  # noqa: E402  (the lesson table, parsed once)
+from disttut.readme import main_path  # noqa: E402  (what a README's reader reads)
 
 MODEL = {
     "slide_min": 1.5,        # presenting one slide, with a question or two

@@ -4,9 +4,7 @@ A guard or a machine number that is right on one machine can still be wrong on t
 one-machine jobs each exercise runs as "two machines" on this one: one ddprun per machine, with
 --nnodes 2, its --node-rank and a shared --master-port, as the README shows.
 """
-import os
-
-from grading import Exercise, Fail, free_port, run_ddprun, run_together
+from grading import Exercise, Fail, ddprun_node, free_port, run_ddprun, run_together
 
 # world_size -> (machines, ranks per machine) for the runs of both exercises.
 LAYOUTS = {1: (1, 1), 3: (1, 3), 4: (2, 2), 6: (3, 2)}
@@ -15,13 +13,12 @@ LAYOUTS = {1: (1, 1), 3: (1, 3), 4: (2, 2), 6: (3, 2)}
 def run_machines(bin_dir, program, world, exercise):
     """One ddprun per machine of LAYOUTS[world], started together; killed at the deadline."""
     machines, per_machine = LAYOUTS[world]
-    ddprun = os.path.join(bin_dir, "ddprun")
     if machines == 1:
         return run_ddprun(bin_dir, program, world, list(exercise.args), exercise.deadline_s)
     port = str(free_port())
-    commands = [[ddprun, "--nnodes", str(machines), "--node-rank", str(m), "--nproc-per-node",
-                 str(per_machine), "--master-addr", "127.0.0.1", "--master-port", port, program,
-                 *exercise.args] for m in range(machines)]
+    commands = [ddprun_node(bin_dir, machines, m, per_machine, [program, *exercise.args],
+                            flags=["--master-addr", "127.0.0.1", "--master-port", port])
+                for m in range(machines)]
     return run_together(commands, world, exercise.deadline_s)
 
 

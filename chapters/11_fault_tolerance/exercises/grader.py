@@ -6,11 +6,10 @@ of the job that never crashed. So each world size runs the program twice: once u
 on the first attempt; ddprun starts every rank again), and the judge compares every rank's final
 value, bit for bit (hex floats).
 """
-import os
 import re
 import tempfile
 
-from grading import Exercise, Fail, run_command, run_ddprun
+from grading import Exercise, Fail, run_ddprun
 
 FINAL = r"final: x = (\S+) after (\d+) steps$"
 
@@ -26,9 +25,8 @@ def crash_and_compare(crash_at_step):
                 raise Fail(f"the job without a crash exited with code {reference.returncode}. "
                            f"{reference.report()}")
             args = ["--snapshot", f"{tmp}/b", "--crash-at-step", str(crash_at_step)]
-            crashed = run_command([os.path.join(bin_dir, "ddprun"), "--standalone",
-                                   "--nproc-per-node", str(world), "--max-restarts", "1",
-                                   program, *args], world, exercise.deadline_s)
+            crashed = run_ddprun(bin_dir, program, world, args, exercise.deadline_s,
+                                 flags=["--max-restarts", "1"])
         crashed.reference = reference
         return crashed
     return runner

@@ -3,18 +3,17 @@
   ddprun(bin_dir, nproc, command)               the command line, a list, for Popen
   ddprun(bin_dir, nproc, command, deadline=S)   run it: a CompletedProcess (text, output captured)
   ddprun(..., flags=["--local-rank-arg"])       more of ddprun's own flags, before the command
-  LAUNCHER_VARIABLES                            every launcher's variables (launcher_variables.h)
+  ddprun_node(bin_dir, nnodes, node_rank, nproc, command, flags=[...])
+                                                one machine's ddprun of a job on NNODES machines
 
 Every job runs with --standalone: one machine, at a free port ddprun picks, so that checks running
-side by side never meet at the same port. A script imports this file by a path relative to its
-own, e.g. from tests/chapters:
+side by side never meet at the same port (ddprun_node: one machine of several, no --standalone).
+A script imports this file by a path relative to its own, e.g. from tests/chapters:
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
-    from ddprun import ddprun  # noqa: E402
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+    from disttut.ddprun import ddprun  # noqa: E402
 """
-import re
 import subprocess
-from pathlib import Path
 
 
 def ddprun(bin_dir, nproc, command, deadline=None, flags=(), **run_args):
@@ -29,14 +28,8 @@ def ddprun(bin_dir, nproc, command, deadline=None, flags=(), **run_args):
                           **run_args)
 
 
-def _launcher_variables():
-    """The names listed in launcher_variables.h, the C++ tests' list: what ddprun sets, and what
-    mpirun and srun set instead."""
-    header = (Path(__file__).resolve().parent / "launcher_variables.h").read_text()
-    names = re.findall(r'^\s*"([A-Z_]+)",$', header, re.M)
-    if not names:
-        raise SystemExit("tests/support/launcher_variables.h lists no variables")
-    return names
-
-
-LAUNCHER_VARIABLES = _launcher_variables()
+def ddprun_node(bin_dir, nnodes, node_rank, nproc, command, flags=()):
+    """`BIN_DIR/ddprun --nnodes NNODES --node-rank NODE_RANK --nproc-per-node NPROC FLAGS...
+    COMMAND...`, the command line of one machine's ddprun in a job of several machines."""
+    return [f"{bin_dir}/ddprun", "--nnodes", str(nnodes), "--node-rank", str(node_rank),
+            "--nproc-per-node", str(nproc), *flags, *command]
