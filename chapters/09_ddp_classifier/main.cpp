@@ -20,7 +20,6 @@
 #include <dist/dist.h>
 #include <dist/nn.h>
 #include <dist/optim.h>
-#include <dist/sampler.h>
 #include <dist/trace.h>
 #include <dist/zero_first.h>
 
