@@ -1,5 +1,5 @@
-// Failures after init (common/src/process_group.cpp and the Gloo backend): a collective only some
-// ranks call, a peer that dies or stops, calls that differ in size or reduce op, a rank that
+// Failures after init (common/src/group/process_group.cpp and the Gloo backend): a collective only
+// some ranks call, a peer that dies or stops, calls that differ in size or reduce op, a rank that
 // catches the error, and reduce ops that do not fit the dtype. Each ends fast, naming the call.
 #include <unistd.h>
 

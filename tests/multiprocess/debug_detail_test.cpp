@@ -1,6 +1,6 @@
-// DIST_DEBUG=DETAIL on real processes (common/src/debug_group.cpp): matching calls give the usual
-// results; calls that differ, a rank that never calls and a bad argument on one rank stop every
-// rank, showing each call; an unknown level is a ConfigError.
+// DIST_DEBUG=DETAIL on real processes (common/src/group/debug_group.cpp): matching calls give the
+// usual results; calls that differ, a rank that never calls and a bad argument on one rank stop
+// every rank, showing each call; an unknown level is a ConfigError.
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,4 +1,4 @@
-// init_process_group on real processes, its second step (common/src/rendezvous.h, meet): ranks
+// init_process_group on real processes, its second step (common/src/init/rendezvous.h, meet): ranks
 // that never arrive, a port held by another program, ranks that disagree about world_size and
 // two processes with one rank all end fast, every rank naming the problem.
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// init_process_group on real processes, its first step (common/src/rendezvous.h, resolve): the
+// init_process_group on real processes, its first step (common/src/init/rendezvous.h, resolve): the
 // three init methods, which value wins (explicit arguments > the URL's query > the environment),
 // and every bad or missing value ending fast with a message that names it.
 #include <unistd.h>

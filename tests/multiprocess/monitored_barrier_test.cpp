@@ -1,5 +1,5 @@
-// dist::monitored_barrier on real processes (common/src/debug_group.cpp): it passes when every
-// rank comes, and otherwise names every rank that did not, rank 0 included.
+// dist::monitored_barrier on real processes (common/src/group/debug_group.cpp): it passes when
+// every rank comes, and otherwise names every rank that did not, rank 0 included.
 #include <gtest/gtest.h>
 
 #include <chrono>

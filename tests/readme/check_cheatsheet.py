@@ -6,7 +6,7 @@
     is declared there too;
   - the launchers' table: every variable in the torchrun/ddprun column is one ddprun sets
     (tools/ddprun/launch.cpp), every variable in the mpirun and srun columns one the library reads
-    (common/src/env.cpp), and every launcher variable the library reads is on the sheet;
+    (common/src/base/env.cpp), and every launcher variable the library reads is on the sheet;
   - every DIST_* variable on the sheet is read by the library or ddprun;
   - every `./tutorial COMMAND` is a command of ./tutorial, with flags it knows;
   - with torch importable (Debian's python3-torch, 1.13): every `dist.NAME(...)` of the PyTorch
@@ -111,10 +111,10 @@ def check_launchers(root, lines, tables, problems):
     launch = (root / "tools/ddprun/launch.cpp").read_text()
     ddprun_sets = set(re.findall(r'\{"([A-Z][A-Z0-9_]+)",', launch)) | set(
         re.findall(r'emplace_back\("([A-Z][A-Z0-9_]+)"', launch))
-    env_cpp = (root / "common/src/env.cpp").read_text()
+    env_cpp = (root / "common/src/base/env.cpp").read_text()
     library_reads = {v for v in re.findall(r'"([A-Z][A-Z0-9_]+)"', env_cpp) if not v.endswith("_")}
     if not ddprun_sets or not library_reads:
-        problems.append("could not read the variables of tools/ddprun/launch.cpp or common/src/env.cpp")
+        problems.append("could not read the variables of tools/ddprun/launch.cpp or common/src/base/env.cpp")
         return
     table = next(((h, header, rows) for h, header, rows in tables
                   if len(header) >= 4 and "ddprun" in header[1]), None)
@@ -133,9 +133,9 @@ def check_launchers(root, lines, tables, problems):
                                     f"ddprun sets (tools/ddprun/launch.cpp)")
                 if column > 1 and var not in library_reads:
                     problems.append(f"{SHEET}:{number}: {var}, under {header[column]}, is not a "
-                                    f"variable the library reads (common/src/env.cpp)")
+                                    f"variable the library reads (common/src/base/env.cpp)")
     for var in sorted(library_reads - on_sheet):
-        problems.append(f"{SHEET}: the launchers' table lacks {var}, which common/src/env.cpp reads")
+        problems.append(f"{SHEET}: the launchers' table lacks {var}, which common/src/base/env.cpp reads")
     # DIST_* variables anywhere on the sheet: the library's or ddprun's own.
     sources = "\n".join(p.read_text() for d in ("common/src", "tools/ddprun")
                         for p in sorted((root / d).rglob("*.cpp")))

@@ -4,9 +4,9 @@
   include_graph.py [--dot] [ROOT]
   include_graph.py --self-test    (the checker finds a planted cycle, and passes a tree without one)
 
-A module is a public header common/include/dist/X.h or a private header common/src/**/X.h together
-with the .cpp files of the same stem beside it (X.cpp, and X_*.cpp that include no header of their
-own, are not merged: only the exact stem). Every `#include "..."` in common/ is resolved against
+A module is a public header common/include/dist/X.h with common/src/**/X.cpp, or a private header
+common/src/F/Y.h with common/src/F/Y.cpp (only the exact stem is merged: X_part.cpp is a module of
+its own). Every `#include "..."` in common/ is resolved against
 common/include, common/src and the including file's folder. Prints each module's includes, one line
 per module, then every cycle found (a strongly connected component of more than one module, or a
 module that includes itself through another file), and exits 1 if there is one, 0 if the graph is
@@ -20,13 +20,17 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def module_of(path, root):
-    """A file's module name: its path under common/include or common/src, without the suffix."""
+    """A file's module name: its path under common/include or common/src, without the suffix; a
+    .cpp whose stem is a public header's (common/src/group/work.cpp, dist/work.h) is that header's
+    module, whichever folder of common/src it is in."""
     rel = path.relative_to(root / "common")
     parts = rel.parts[1:]  # drop include/ or src/
     name = "/".join(parts)
     for suffix in (".cpp", ".cu", ".h"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
+    if path.suffix in (".cpp", ".cu") and (root / "common/include/dist" / (path.stem + ".h")).is_file():
+        return path.stem
     return name.removeprefix("dist/")
 
 

@@ -5,7 +5,7 @@
 // (a shell with RANK exported, a test run inside a Slurm job) cannot leak into it. It has no
 // dependencies: the launcher tests, which do not link the library, use it too.
 //
-// tools/ddprun (what it sets) and common/src/env.cpp (what the library reads) keep their own
+// tools/ddprun (what it sets) and common/src/base/env.cpp (what the library reads) keep their own
 // lists; the launcher tests check the first against this one.
 #pragma once
 

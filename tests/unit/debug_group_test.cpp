@@ -1,7 +1,7 @@
-// A group's debugging aids (common/src/debug_group.h) in one process: the DIST_DEBUG=DETAIL check
-// and monitored_barrier, each rank a thread, all meeting in one in-memory store. What
+// A group's debugging aids (common/src/group/debug_group.h) in one process: the DIST_DEBUG=DETAIL
+// check and monitored_barrier, each rank a thread, all meeting in one in-memory store. What
 // debug_detail_test and monitored_barrier_test check on real processes, checked here at the unit.
-#include "debug_group.h"
+#include "group/debug_group.h"
 
 #include <gtest/gtest.h>
 

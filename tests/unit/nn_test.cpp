@@ -10,7 +10,7 @@
 #include "dist/nn.h"
 #include "dist/optim.h"
 #include "errors.h"
-#include "nn_math.h"
+#include "nn/nn_math.h"
 #include "ranks.h"
 
 namespace {

@@ -1,8 +1,8 @@
-// The rendezvous' second step (common/src/rendezvous.h, meet) in one process: each rank a thread,
-// all meeting in one in-memory store. What init_meet_test checks on real processes through TCP,
-// checked here at the step itself: nobody goes on before every rank has come, a missing rank is
-// named by number at the deadline, and a conflict stops every rank at once.
-#include "rendezvous.h"
+// The rendezvous' second step (common/src/init/rendezvous.h, meet) in one process: each rank a
+// thread, all meeting in one in-memory store. What init_meet_test checks on real processes through
+// TCP, checked here at the step itself: nobody goes on before every rank has come, a missing rank
+// is named by number at the deadline, and a conflict stops every rank at once.
+#include "init/rendezvous.h"
 
 #include <gtest/gtest.h>
 

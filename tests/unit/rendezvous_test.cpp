@@ -1,6 +1,6 @@
-// Resolving a rank's settings (common/src/rendezvous.h) without starting any process: the
+// Resolving a rank's settings (common/src/init/rendezvous.h) without starting any process: the
 // LOCAL_RANK rule, the session id, and the one hash the library uses for both.
-#include "rendezvous.h"
+#include "init/rendezvous.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks dist's samplers (common/src/sampler.cpp) against PyTorch's, index for index.
+"""Checks dist's samplers (common/src/data/sampler.cpp) against PyTorch's, index for index.
 
 Usage: /usr/bin/python3 tests/unit/sampler_parity.py path/to/sampler_driver
 

@@ -13,7 +13,7 @@
 #include "dist/run_main.h"
 #include "dist/tensor.h"
 #include "parity_driver.h"
-#include "tensor_repr.h"
+#include "tensor/tensor_repr.h"
 
 namespace {
 

@@ -5,7 +5,7 @@ torch.manual_seed(s) seeds a Mersenne Twister (mt19937) with the low 32 bits of 
 reference init_genrand; Python's `random` is the same MT19937 but seeds it another way
 (init_by_array), so the state is set here by hand and Python's generator then gives torch's 32-bit
 draws (getrandbits(32) is one genrand_int32). The draws follow torch 1.13's CPU kernels, as
-common/src/seed.cpp and sampler.cpp describe them (and chapter 06's and 07's parity tests check
+common/src/data/seed.cpp and sampler.cpp describe them (and chapter 06's and 07's parity tests check
 against PyTorch itself): randint takes `low + draw % range`, randperm swaps slot i with one of the
 n - i entries left, multinomial with replacement inverts the cumulative weights with a uniform
 double made of 53 bits of a 64-bit draw.

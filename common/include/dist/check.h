@@ -7,7 +7,7 @@
 // the rank, and a hint.
 //
 // Taught in: every chapter (the STEP 0 of each main.cpp); first met in chapter 01.
-// Built in: common/src/check_fail.cpp (DIST_CHECK's failure path).
+// Built in: common/src/base/check_fail.cpp (DIST_CHECK's failure path).
 #pragma once
 
 #include <stdexcept>

@@ -15,7 +15,7 @@
 // that names the flag and says what it accepts.
 //
 // Taught in: chapter 01 (and used by every chapter after it).
-// Built in: common/src/cli.cpp.
+// Built in: common/src/init/cli.cpp.
 #pragma once
 
 #include <functional>

@@ -11,8 +11,8 @@
 // how to build the GPU path.
 //
 // Taught in: chapter 04 (all_reduce on GPU tensors), chapter 08 (DDP on GPU).
-// Built in: common/src/device.cpp, and gpu/ (the census: cuda_runtime.cpp, or no_cuda.cpp without
-// the GPU path).
+// Built in: common/src/tensor/device.cpp, and gpu/ (the census: cuda_runtime.cpp, or no_cuda.cpp
+// without the GPU path).
 #pragma once
 
 #include <string>

@@ -12,7 +12,7 @@
 // variable and quotes the value, e.g.  WORLD_SIZE="two" is not an integer.
 //
 // Taught in: chapter 01 (get_dist_info) and chapter 02 (init methods).
-// Built in: common/src/env.cpp.
+// Built in: common/src/base/env.cpp.
 #pragma once
 
 #include <functional>

@@ -9,7 +9,7 @@
 //
 // Taught in: chapter 05 (rank 0 prepares a data set while the others wait); used again for
 // chapter 09's checkpoints and its trace.
-// Built in: common/src/files.cpp.
+// Built in: common/src/base/files.cpp.
 #pragma once
 
 #include <string>

@@ -16,7 +16,7 @@
 //
 // PyTorch has the same idea for NCCL only (its "Flight Recorder": TORCH_NCCL_TRACE_BUFFER_SIZE,
 // TORCH_NCCL_DUMP_ON_TIMEOUT); this one records every backend, because the process group records
-// each call before the backend sees it (common/src/process_group.cpp).
+// each call before the backend sees it (common/src/group/process_group.cpp).
 //
 // Variables: DIST_TRACE_DIR (unset or empty: nothing is recorded, no handler is installed);
 // DIST_TRACE_BUFFER_SIZE (entries in the ring, default 256, 1-1000000).
@@ -26,7 +26,7 @@
 // crash by stack overflow (the handler would need an alternate stack).
 //
 // Taught in: chapter 10 (failure modes, the case "who-hung-where").
-// Built in: common/src/flight_recorder.cpp.
+// Built in: common/src/group/flight_recorder.cpp.
 #pragma once
 
 #include <atomic>

@@ -1,9 +1,9 @@
 // dist/init_options.h — what init_process_group is given (InitOptions) and what get_dist_info
 // answers (DistInfo), apart from the calls themselves (dist/init.h), so that the rendezvous that
-// resolves them (common/src/rendezvous.h) needs no part of init.
+// resolves them (common/src/init/rendezvous.h) needs no part of init.
 //
 // Taught in: chapter 01 (DistInfo), chapter 02 (InitOptions).
-// Built in: common/src/rendezvous.cpp (resolves InitOptions), init.cpp (fills DistInfo).
+// Built in: common/src/init/rendezvous.cpp (resolves InitOptions), init.cpp (fills DistInfo).
 #pragma once
 
 #include <chrono>

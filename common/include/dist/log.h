@@ -11,7 +11,7 @@
 // "[rank 0/1]" otherwise (the same answer get_dist_info gives).
 //
 // Taught in: chapter 01.
-// Built in: common/src/log.cpp.
+// Built in: common/src/base/log.cpp.
 #pragma once
 
 #include <sstream>

@@ -17,7 +17,7 @@
 //
 // Taught in: chapter 08 (ddp_linear: Linear, mse_loss) and chapter 09 (ddp_classifier: ReLU,
 // BatchNorm1d and SyncBatchNorm, cross_entropy).
-// Built in: common/src/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
+// Built in: common/src/nn/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
 // kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
 

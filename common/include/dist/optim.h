@@ -37,7 +37,7 @@
 // Taught in: chapter 08 (SGD), chapter 09 (CosineAnnealingLR), chapter 11 (SGD's momentum: the
 // optimizer's state, saved in a snapshot), chapter 12 (Adam: the state that ZeRO divides among the
 // ranks).
-// Built in: common/src/optim.cpp (the CPU loops; nn_math.h holds the arithmetic they share with
+// Built in: common/src/nn/optim.cpp (the CPU loops; nn_math.h holds the arithmetic they share with
 // the kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
 

@@ -45,7 +45,7 @@
 //
 // Taught in: chapter 04 (collectives, async_op), chapter 05 (barrier), chapter 10 (mismatched
 // calls, DIST_DEBUG=DETAIL, the flight recorder).
-// Built in: common/src/process_group.cpp (what every backend shares), backends/gloo.cpp and
+// Built in: common/src/group/process_group.cpp (what every backend shares), backends/gloo.cpp and
 // gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
 #pragma once
 
@@ -213,8 +213,8 @@ class ProcessGroup {
     std::string fingerprint() const;
   };
 
-  // DIST_DEBUG=DETAIL (common/src/debug_group.h): a check that runs before every collective and
-  // throws when the ranks' calls differ. The group owns it.
+  // DIST_DEBUG=DETAIL (common/src/group/debug_group.h): a check that runs before every collective
+  // and throws when the ranks' calls differ. The group owns it.
   class CallChecker {
    public:
     virtual ~CallChecker() = default;

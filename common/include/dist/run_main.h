@@ -6,7 +6,7 @@
 // check and log, so that the error idiom (check) never depends on the printing (log).
 //
 // Taught in: every chapter (the STEP 0 of each main.cpp); first met in chapter 01.
-// Built in: common/src/run_main.cpp.
+// Built in: common/src/base/run_main.cpp.
 #pragma once
 
 #include <functional>

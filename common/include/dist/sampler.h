@@ -28,7 +28,7 @@
 // order).
 //
 // Taught in: chapter 07 (sampler).
-// Built in: common/src/sampler.cpp.
+// Built in: common/src/data/sampler.cpp.
 #pragma once
 
 #include <cstdint>

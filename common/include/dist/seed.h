@@ -37,7 +37,7 @@
 //
 // Taught in: chapter 06 (seeds); a generator's state, saved and restored, in chapter 11
 // (fault_tolerance).
-// Built in: common/src/seed.cpp.
+// Built in: common/src/data/seed.cpp.
 #pragma once
 
 #include <cstdint>

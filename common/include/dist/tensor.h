@@ -16,8 +16,8 @@
 //     where the GPU computes.
 //
 // Taught in: chapter 04 (all_reduce).
-// Built in: common/src/tensor.cpp (storage, casts, arithmetic), tensor_dtype.cpp (the table of
-// dtypes), tensor_repr.cpp (torch's printing rules).
+// Built in: common/src/tensor/tensor.cpp (storage, casts, arithmetic), tensor_dtype.cpp (the table
+// of dtypes), tensor_repr.cpp (torch's printing rules).
 #pragma once
 
 #include <cstddef>

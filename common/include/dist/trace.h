@@ -12,7 +12,7 @@
 // code can always say what it is doing.
 //
 // Taught in: chapter 09 (ddp_classifier).
-// Built in: common/src/trace.cpp.
+// Built in: common/src/base/trace.cpp.
 #pragma once
 
 #include <chrono>

@@ -36,7 +36,7 @@
 // whole file, never half.
 //
 // Taught in: chapter 05 (barrier).
-// Built in: common/src/zero_first.cpp.
+// Built in: common/src/init/zero_first.cpp.
 #pragma once
 
 #include <functional>

@@ -8,10 +8,10 @@
 
 #include "backends/gloo.h"
 #include "backends/nccl.h"
+#include "base/net.h"
 #include "dist/check.h"
 #include "dist/env.h"
 #include "dist/log.h"
-#include "net.h"
 
 namespace dist::backends {
 namespace {

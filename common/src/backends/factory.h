@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "debug_group.h"
 #include "dist/process_group.h"
 #include "dist/store.h"
+#include "group/debug_group.h"
 
 namespace dist::backends {
 

@@ -15,7 +15,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/device_guard.h"
 #include "gpu/gpu.h"
-#include "nn_math.h"
+#include "nn/nn_math.h"
 
 namespace dist::gpu {
 namespace {

@@ -15,9 +15,9 @@
 #include <map>
 #include <thread>
 
+#include "base/net.h"
 #include "dist/check.h"
 #include "dist/store.h"
-#include "net.h"
 #include "store/wire.h"
 
 namespace dist {

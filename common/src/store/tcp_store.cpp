@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/net.h"
 #include "dist/check.h"
 #include "dist/store.h"
-#include "net.h"
 #include "store/tcp_store_server.h"
 #include "store/wire.h"
 

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/net.h"
 #include "dist/store.h"
-#include "net.h"
 #include "store/wire.h"
 
 namespace dist {

@@ -12,12 +12,12 @@
 #include <mutex>
 
 #include "backends/factory.h"
-#include "debug_group.h"
+#include "base/log_identity.h"
 #include "dist/check.h"
 #include "dist/flight_recorder.h"
 #include "dist/log.h"
 #include "dist/store.h"
-#include "log_identity.h"
+#include "group/debug_group.h"
 #include "rendezvous.h"
 
 namespace dist {

@@ -4,9 +4,9 @@
 #include <string>
 #include <utility>
 
-#include "agreement.h"
 #include "dist/check.h"
 #include "dist/init.h"
+#include "group/agreement.h"
 #include "util/fnv1a.h"
 
 namespace dist {
