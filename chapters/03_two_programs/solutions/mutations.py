@@ -34,8 +34,8 @@ MUTATIONS = {
                  find="    std::this_thread::sleep_for(std::chrono::milliseconds(launcher_rank * "
                       "stagger_ms));\n\n    const std::int64_t called = now_ns();\n",
                  replace="    const std::int64_t called = now_ns();\n"
-                         "    std::this_thread::sleep_for(std::chrono::milliseconds(launcher_rank * "
-                         "stagger_ms));\n",
+                         "    std::this_thread::sleep_for("
+                         "std::chrono::milliseconds(launcher_rank * stagger_ms));\n",
                  expect="ms after rank 0; it slept"),
         # The return time taken before init: it cannot be after the last rank's call.
         Mutation(name="returned_before_init",

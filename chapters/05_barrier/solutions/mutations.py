@@ -17,7 +17,8 @@ MUTATIONS = {
         # The log removed before rank 0 reads it.
         Mutation(name="log_removed_first",
                  find="    if (rank == 0) {\n      std::ifstream in(log);",
-                 replace="    if (rank == 0) {\n      fs::remove(log);\n      std::ifstream in(log);",
+                 replace="    if (rank == 0) {\n      fs::remove(log);\n"
+                         "      std::ifstream in(log);",
                  expect="rank 0 printed no 'log line N: ...' lines"),
     ],
     "ex2": [

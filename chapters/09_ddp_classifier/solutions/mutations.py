@@ -11,7 +11,8 @@ MUTATIONS = {
                  expect="without the padding each"),
         # The sizes that were padded at all, not those whose accuracy the padding changed.
         Mutation(name="padded_not_skewed",
-                 find="skewed += counts.item(0) * counts.item(3) != counts.item(2) * counts.item(1);",
+                 find="skewed += counts.item(0) * counts.item(3) != "
+                      "counts.item(2) * counts.item(1);",
                  replace="skewed += counts.item(1) != counts.item(3);",
                  expect="counting the padding skewed"),
         # The starter's count of every position broken.
