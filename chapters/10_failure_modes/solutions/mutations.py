@@ -58,5 +58,16 @@ MUTATIONS = {
                  find="if (mistake && rank == dist::get_world_size() - 1) root = rank;",
                  replace="if (mistake && rank == 1) root = rank;",
                  expect="DIST_DEBUG=DETAIL shows broadcast(src 1, ...) for rank 1"),
+        # The starter's weights changed: what every rank receives is no longer rank 0's.
+        Mutation(name="other_weights",
+                 find="dist::Tensor::full(4, 0.25)",
+                 replace="dist::Tensor::full(4, 0.5)",
+                 expect="without --mistake rank 0 printed"),
+        # Every line right, and then an error: the group left twice.
+        Mutation(name="destroyed_twice",
+                 find="    dist::destroy_process_group();\n    return dist::kExitOk;",
+                 replace="    dist::destroy_process_group();\n    dist::destroy_process_group();\n"
+                         "    return dist::kExitOk;",
+                 expect="without --mistake the job exited with code 1"),
     ],
 }

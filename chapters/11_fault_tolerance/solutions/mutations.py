@@ -19,6 +19,11 @@ MUTATIONS = {
                  replace="if (attempt == 0 && crash_at_step >= 0 && done == crash_at_step + 1 &&\n"
                          "            rank == world - 1) {",
                  expect="never crashed at step 12"),
+        # The crash's step written in: the job without --crash-at-step crashes too.
+        Mutation(name="crash_step_hard_coded",
+                 find="if (attempt == 0 && done == crash_at_step && rank == world - 1) {",
+                 replace="if (attempt == 0 && done == 12 && rank == world - 1) {",
+                 expect="the job without a crash exited with code 1"),
     ],
     "ex2": [
         Mutation(name="epoch_from_samples",
