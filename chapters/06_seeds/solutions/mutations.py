@@ -13,6 +13,11 @@ MUTATIONS = {
                  find="dist::Generator generator(seed);",
                  replace="dist::Generator generator(seed + 1);",
                  expect="draws in job 0 are"),
+        # The starter's print line changed: the grader cannot read the seed and the draws.
+        Mutation(name="line_reworded",
+                 find='<< ", draws "',
+                 replace='<< "; draws "',
+                 expect="not 'job 0: seed S, draws tensor(...)'"),
     ],
     "ex2": [
         Mutation(name="private_meets_shared",
@@ -41,5 +46,10 @@ MUTATIONS = {
                  find="dist::init_seeds(private_seed(kSeed, rank));",
                  replace="dist::init_seeds(private_seed(kSeed, rank) + 1);",
                  expect="partners in epoch 0 are"),
+        # The starter's epoch line changed.
+        Mutation(name="line_reworded",
+                 find='<< ", partners "',
+                 replace='<< "; partners "',
+                 expect="not the starter's epoch line"),
     ],
 }

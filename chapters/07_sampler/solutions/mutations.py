@@ -62,5 +62,10 @@ MUTATIONS = {
                  find="dist::BatchSampler(sampler, batch, false).size();",
                  replace="dist::BatchSampler(sampler, batch, true).size();",
                  expect="says DistributedSampler gives"),
+        # Batches of 1 to 3 only: lines missing.
+        Mutation(name="batches_of_four_left_out",
+                 find="batch <= 4; ++batch",
+                 replace="batch <= 3; ++batch",
+                 expect="printed 36 of the 48"),
     ],
 }

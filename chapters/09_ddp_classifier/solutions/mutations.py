@@ -82,5 +82,15 @@ MUTATIONS = {
                  find="overlapped_steps += during > 0;",
                  replace="overlapped_steps += during >= 0;",
                  expect="overlapped backward in 5 steps; its trace says"),
+        # The last bucket left unprinted.
+        Mutation(name="last_bucket_unprinted",
+                 find="for (std::size_t b = 0; b < ddp.buckets().size(); ++b) {",
+                 replace="for (std::size_t b = 0; b + 1 < ddp.buckets().size(); ++b) {",
+                 expect="printed no line for bucket"),
+        # Only the all_reduces that overlapped counted: the last bucket's never do.
+        Mutation(name="overlapping_all_reduces_only",
+                 find="        ++count;\n",
+                 replace="        count += during > 0;\n",
+                 expect="all_reduces in"),
     ],
 }

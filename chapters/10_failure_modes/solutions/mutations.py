@@ -18,6 +18,11 @@ MUTATIONS = {
                  find="dist::monitored_barrier(std::chrono::seconds(5));",
                  replace="// no barrier",
                  expect="arrived at it: there was no barrier there"),
+        # The starter's barrier-2 line changed.
+        Mutation(name="line_reworded",
+                 find='"barrier 2: arrived at "',
+                 replace='"barrier 2: came at "',
+                 expect="not the starter's line"),
     ],
     "ex2": [
         # The op left out of the comparison, as PyTorch's own fingerprint leaves it out.

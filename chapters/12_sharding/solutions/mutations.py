@@ -79,5 +79,16 @@ MUTATIONS = {
                  find="std::int64_t bytes = optimizer.state_bytes();",
                  replace="std::int64_t bytes = 0;",
                  expect="; that stage holds"),
+        # Another model than the starter's.
+        Mutation(name="other_model",
+                 find="kSizes[] = {200, 301, 257, 10};",
+                 replace="kSizes[] = {200, 300, 257, 10};",
+                 expect="rank 0 says the units hold"),
+        # Every line right, and then an error where a stage fits: the group left twice.
+        Mutation(name="destroyed_twice",
+                 find="    ddp.reset();\n    dist::destroy_process_group();\n",
+                 replace="    ddp.reset();\n    dist::destroy_process_group();\n"
+                         "    dist::destroy_process_group();\n",
+                 expect="the job exited with code 1. The ranks' errors"),
     ],
 }
