@@ -18,6 +18,11 @@ MUTATIONS = {
                  find='rank == from_arguments ? "arguments"',
                  replace='rank == from_arguments ? "URL query"',
                  expect="this library did 'URL query'"),
+        # The cases' cells written another way: not the README table's form.
+        Mutation(name="cells_reworded",
+                 find='rank + ", " + world',
+                 replace='rank + " & " + world',
+                 expect="whose case is not the README table's form"),
     ],
     "ex2": [
         Mutation(name="world_size_not_larger",

@@ -75,5 +75,10 @@ MUTATIONS = {
                  find='<< ", from all_reduce: "',
                  replace='<< "; from all_reduce: "',
                  expect="not two tensors"),
+        # The all_reduce's tensor printed as floats: not a tensor of integers.
+        Mutation(name="floats_printed",
+                 find="dist::Tensor by_library = tensor;",
+                 replace="dist::Tensor by_library = tensor.to(dist::kFloat32);",
+                 expect="where a tensor of integers belongs"),
     ],
 }

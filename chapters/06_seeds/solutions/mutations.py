@@ -18,6 +18,11 @@ MUTATIONS = {
                  find='<< ", draws "',
                  replace='<< "; draws "',
                  expect="not 'job 0: seed S, draws tensor(...)'"),
+        # The draws printed as floats: not a tensor of integers.
+        Mutation(name="floats_printed",
+                 find="<< dist::randint(0, kImages, kDraws, generator);",
+                 replace="<< dist::randint(0, kImages, kDraws, generator).to(dist::kFloat32);",
+                 expect="where a tensor of integers belongs"),
     ],
     "ex2": [
         Mutation(name="private_meets_shared",
