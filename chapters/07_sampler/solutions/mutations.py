@@ -16,6 +16,11 @@ MUTATIONS = {
                  find="for (int w = 1; w <= 8; ++w, ++pairs)",
                  replace="for (int w = 1; w <= 7; ++w, ++pairs)",
                  expect="rank 0 says post D's assert fails on"),
+        # Post D's shard printed as floats: not a tensor of integers.
+        Mutation(name="floats_printed",
+                 find="line << dist::Tensor::from(*old);",
+                 replace="line << dist::Tensor::from(*old).to(dist::kFloat32);",
+                 expect="where a tensor of integers belongs"),
     ],
     "ex2": [
         Mutation(name="epoch_not_in_seed",

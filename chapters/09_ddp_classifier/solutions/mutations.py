@@ -92,5 +92,15 @@ MUTATIONS = {
                  find="        ++count;\n",
                  replace="        count += during > 0;\n",
                  expect="all_reduces in"),
+        # The trace written under another name than rankR.json.
+        Mutation(name="trace_named_otherwise",
+                 find='trace_dir + "/rank" + std::to_string(rank) + ".json"',
+                 replace='trace_dir + "/trace" + std::to_string(rank) + ".json"',
+                 expect="wrote no readable trace"),
+        # One step more than --steps: each bucket all-reduced 6 times.
+        Mutation(name="one_step_more",
+                 find="for (int step = 0; step < steps; ++step) {",
+                 replace="for (int step = 0; step <= steps; ++step) {",
+                 expect="every bucket is all-reduced once in each of the 5 steps"),
     ],
 }

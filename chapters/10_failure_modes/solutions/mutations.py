@@ -51,6 +51,11 @@ MUTATIONS = {
                  replace="    dist::destroy_process_group();\n    dist::destroy_process_group();\n"
                          "    return dist::kExitOk;",
                  expect="the job exited with code 1. The ranks' errors"),
+        # Only rank 0 says what its call gave.
+        Mutation(name="summed_on_rank_zero_only",
+                 find='dist::out() << what << ": summed " << tensor;',
+                 replace='if (dist::get_rank() == 0) dist::out() << what << ": summed " << tensor;',
+                 expect="printed no line 'same call: ...'"),
     ],
     "ex3": [
         # The mistake made on every rank: the calls agree, and nothing fails.

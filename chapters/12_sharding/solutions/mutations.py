@@ -40,6 +40,16 @@ MUTATIONS = {
                  replace="group->all_reduce(flat, dist::ReduceOp::SUM);\n"
                          "      shard.grad.assign_slice(0, flat.slice(c * rank, c));",
                  expect="group sent"),
+        # Values printed with another separator: the grader cannot read the numbers.
+        Mutation(name="values_reworded",
+                 find='text.empty() ? "" : ", "',
+                 replace='text.empty() ? "" : "; "',
+                 expect="not a list of numbers"),
+        # The shard's optimizer without momentum: it keeps no state at all.
+        Mutation(name="no_momentum",
+                 find="dist::SGD optimizer({&shard}, lr, {.momentum = momentum});",
+                 replace="dist::SGD optimizer({&shard}, lr);",
+                 expect="keeps momentum for 0 values"),
     ],
     "ex2": [
         Mutation(name="largest_unit_left_out",
