@@ -1,6 +1,7 @@
 // dist::ShardedDataParallel on real processes (chapter 12): every stage trains a small MLP to
 // DDP's weights, bit for bit where the reductions agree (1 and 2 ranks), to float32 rounding at
-// 3 and 4; stage 3 frees what it gathers, and prefetch changes nothing but timing.
+// 3 and 4; stage 3 frees what it gathers, and prefetch changes nothing but timing, while it
+// gathers the next unit ahead.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -236,6 +237,57 @@ TEST(Sharded, EachStageHoldsWhatItShouldAtRest) {
       ok = ok && want.shards == shard && want.parameters == (stage == 3 ? 0 : whole) &&
            want.gradients == (stage == 1 ? whole : 0);
       if (!ok) std::printf("stage %d: memory is not what it should be\n", stage);
+    }
+    return ok ? 0 : 1;
+  }));
+}
+
+// Prefetch at stage 3: while unit u runs, the gather of the unit that runs next is already on
+// its way (forward: u + 1; backward: u - 1), so its bytes are in flight: W chunks of 4 bytes.
+// Without prefetch nothing is gathered ahead. (Comparing the weights with prefetch on and off
+// cannot show this: a prefetch that gathers nothing ahead changes nothing either.) In backward,
+// the flat gradients of the units after u are in flight too (W chunks each), until a later
+// reduce_scatter finds theirs done and gives them back: at unit 0, unit 2's may be gone.
+TEST(Sharded, Stage3PrefetchGathersTheNextUnitAhead) {
+  constexpr int kWorld = 3;  // chunks of 14, 8 and 5 values (see EachStageHoldsWhatItShouldAtRest)
+  expect_all_ok(run_group(kWorld, {.timeout = 30s}, [&](int rank) {
+    bool ok = true;
+    for (bool prefetch : {true, false}) {
+      Mlp m(rank);
+      dist::ShardedDataParallel sharded(m.units(), {.stage = 3, .prefetch = prefetch});
+      const auto gathered = [&](std::size_t u) { return 4 * kWorld * sharded.unit_chunk(u); };
+      // In flight now: `ahead` (the prefetch) plus one of the amounts `scattering` allows.
+      const auto expect = [&](const char* when, std::size_t u, std::int64_t ahead,
+                              std::vector<std::int64_t> scattering) {
+        const std::int64_t got = sharded.memory().in_flight;
+        for (std::int64_t s : scattering) {
+          if (got == ahead + s) return;
+        }
+        std::printf("prefetch %d, %s of unit %zu: %lld bytes in flight, not %lld", prefetch, when,
+                    u, (long long)got, (long long)(ahead + scattering[0]));
+        std::printf(scattering.size() > 1 ? " or %lld\n" : "\n",
+                    (long long)(ahead + scattering.back()));
+        ok = false;
+      };
+      dist::Linear* layers[] = {&m.a, &m.b, &m.c};
+      dist::Tensor h = batch(rank, 0).first;
+      for (std::size_t u = 0; u < 3; ++u) {
+        sharded.before_forward(u);
+        expect("forward", u, prefetch && u < 2 ? gathered(u + 1) : 0, {0});
+        h = layers[u]->forward(h);
+        sharded.after_forward(u);
+      }
+      const std::vector<std::vector<std::int64_t>> scattering = {
+          {gathered(1), gathered(1) + gathered(2)}, {gathered(2)}, {0}};
+      dist::Tensor g = dist::Tensor::full(h.numel(), 1.0);
+      for (std::size_t u = 3; u-- > 0;) {
+        sharded.before_backward(u);
+        expect("backward", u, prefetch && u > 0 ? gathered(u - 1) : 0, scattering[u]);
+        g = layers[u]->backward(g);
+        sharded.after_backward(u);
+      }
+      sharded.finish_gradient_sync();
+      expect("the end", 0, 0, {0});
     }
     return ok ? 0 : 1;
   }));

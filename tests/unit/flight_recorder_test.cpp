@@ -1,6 +1,8 @@
-// The flight recorder (dist/flight_recorder.h): its ring, its JSON, and a dump on SIGUSR1.
+// The flight recorder (dist/flight_recorder.h): its ring, its JSON, a dump on SIGUSR1, and the
+// call numbers a process group records in it.
 #include <dist/check.h>
 #include <dist/flight_recorder.h>
+#include <dist/init.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -14,8 +16,11 @@
 #include <string>
 #include <thread>
 
+#include "ranks.h"
+
 namespace {
 
+using namespace std::chrono_literals;
 using State = dist::FlightRecorder::State;
 
 dist::FlightRecorder::Call all_reduce(std::uint64_t seq) {
@@ -139,6 +144,47 @@ TEST(FlightRecorder, DumpsOnSigusr1AndGoesOn) {
   unsetenv("DIST_TRACE_DIR");
   unsetenv("DIST_TRACE_BUFFER_SIZE");
   std::filesystem::remove_all(testing::TempDir() + "/flight_dir_" + std::to_string(getpid()));
+}
+
+// What a process group hands the recorder: each collective under its group's own call number
+// (1, 2, ... per group, the numbers a timeout's message gives), with its op, dtype and size.
+// A group of one rank in this process: its calls run through the same numbering as any other.
+TEST(FlightRecorder, RecordsEachCollectiveUnderItsGroupsCallNumber) {
+  const std::string dir = testing::TempDir() + "/flight_seq_" + std::to_string(getpid());
+  dist::testing::clear_launcher_env();
+  setenv("DIST_TRACE_DIR", dir.c_str(), 1);
+  dist::init_process_group(
+      {.init_method = "file://" + dir + "_store", .world_size = 1, .rank = 0, .timeout = 10s});
+  dist::Tensor t = dist::full(4, 1.0);
+  dist::all_reduce(t, dist::ReduceOp::MAX);
+  dist::broadcast(t, 0);
+  auto other = dist::new_group();  // a group of its own: its calls are numbered from 1 again
+  other->all_reduce(t, dist::ReduceOp::SUM);
+  ASSERT_NE(dist::flight::recorder(), nullptr);
+  const auto entries = dist::flight::recorder()->entries();
+  std::string seen;
+  for (const auto& e : entries) {
+    seen += std::string(e.call.op) + " #" + std::to_string(e.call.seq) + " of group " +
+            std::to_string(e.call.group) + "; ";
+  }
+  // The default group's all_reduce and broadcast are its calls 1 and 2; the new group's first
+  // call is its 1 (new_group itself makes no collective call on the default group).
+  EXPECT_EQ(seen, "all_reduce #1 of group 0; broadcast #2 of group 0; all_reduce #1 of group 1; ");
+  if (entries.size() == 3) {
+    EXPECT_STREQ(entries[0].call.reduce_op, "MAX");
+    EXPECT_EQ(entries[1].call.numel, 4);
+    EXPECT_EQ(entries[1].state, State::kCompleted);
+  }
+  // The same numbers in rank_0.json, the file ddprun reads.
+  ASSERT_TRUE(dist::flight::dump("test"));
+  const std::string text = read_file(dir + "/rank_0.json");
+  EXPECT_NE(text.find("\"group\": 0, \"seq\": 2, \"op\": \"broadcast\""), std::string::npos)
+      << text;
+  other.reset();
+  dist::destroy_process_group();
+  dist::flight::uninstall_for_tests();
+  unsetenv("DIST_TRACE_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FlightRecorder, InstallsNothingWithoutDistTraceDir) {

@@ -59,7 +59,7 @@ def judge_weighted_mean(run):
 
 def tensor_values(text):
     m = re.fullmatch(r"tensor\(\[([^\]]*)\]\)", text.strip())
-    if not m:
+    if not m or not re.fullmatch(r"(\s*-?\d+\s*,)*(\s*-?\d+\s*)?", m.group(1)):  # integers
         raise ValueError(text)
     return [int(v) for v in m.group(1).split(",") if v.strip()]
 

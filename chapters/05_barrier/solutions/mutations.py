@@ -9,6 +9,17 @@ MUTATIONS = {
                  replace="if (turn == rank) {\n        append_line(log, rank);\n"
                          "        dist::barrier();  // only the writer waits\n      }",
                  expect="in turns it is"),
+        # The last turn forgotten: the last rank never writes its line.
+        Mutation(name="last_turn_missing",
+                 find="for (int turn = 0; turn < world; ++turn) {",
+                 replace="for (int turn = 0; turn < world - 1; ++turn) {",
+                 expect="so it should hold"),
+        # The log removed before rank 0 reads it.
+        Mutation(name="log_removed_first",
+                 find="    if (rank == 0) {\n      std::ifstream in(log);",
+                 replace="    if (rank == 0) {\n      fs::remove(log);\n"
+                         "      std::ifstream in(log);",
+                 expect="rank 0 printed no 'log line N: ...' lines"),
     ],
     "ex2": [
         Mutation(name="error_caught_inside",
@@ -19,5 +30,22 @@ MUTATIONS = {
                          "          seen = e.what();\n"
                          "        }\n      });",
                  expect="never reached it"),
+        # Post C's guard instead of zero_first: rank 0's exception skips the barrier that
+        # releases the others, which learn only that the group broke, or time out.
+        Mutation(name="post_c_guard",
+                 find="dist::zero_first(download);",
+                 replace="if (rank != 0) dist::barrier();\n      download();\n"
+                         "      if (rank == 0) dist::barrier();",
+                 expect="it should be told that rank 0 failed inside zero_first"),
+        # The errors not caught: no rank says what it saw.
+        Mutation(name="error_not_caught",
+                 find="} catch (const dist::Error& e) {\n      seen = e.what();",
+                 replace="} catch (const dist::ConfigError& e) {\n      seen = e.what();",
+                 expect="rank 0 never said what it saw"),
+        # The download fails on rank 1, not on rank 0, which goes first.
+        Mutation(name="fails_on_rank_one",
+                 find="if (rank == 0) throw dist::Error(",
+                 replace="if (rank == 1) throw dist::Error(",
+                 expect="it runs the download first and sees its own error"),
     ],
 }

@@ -30,7 +30,7 @@ def count_of(count, one, many):
 
 def tensor_values(rank, text):
     m = re.fullmatch(r"tensor\(\[([^\]]*)\]\)", text.strip())
-    if not m:
+    if not m or not re.fullmatch(r"(\s*-?\d+\s*,)*(\s*-?\d+\s*)?", m.group(1)):  # integers
         raise Fail(f"rank {rank} printed '{text}' where a tensor of integers belongs")
     return [int(v) for v in m.group(1).split(",") if v.strip()]
 
