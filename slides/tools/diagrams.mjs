@@ -303,7 +303,7 @@ export function ddpBuckets(trace = CH09_TRACE) {
 export const CH12_UNITS = [196 * 512 + 512, 512 * 512 + 512, 512 * 512 + 512, 512 * 10 + 10];
 
 // What one rank holds between two steps, in bytes, by the rules of ShardedDataParallel's
-// expected_memory (common/src/sharded.cpp): with c_u = ⌈n_u/W⌉, stages 1 and 2 keep the whole
+// expected_memory (common/src/parallel/sharded.cpp): with c_u = ⌈n_u/W⌉, stages 1 and 2 keep the whole
 // parameters (4Ψ), stage 1 the whole gradients too, and every stage keeps each unit's shard and
 // its gradient (4Σc_u each: a copy beside the whole parameters, since dist::Tensor has no views).
 // Stage 0 is DDP: everything whole. optimizer_state is dist::Adam's state_bytes() over what it
@@ -409,7 +409,7 @@ export function shardingStages(units = CH12_UNITS, world = 4) {
   return svg(width, height, body, `what each sharding stage keeps and sends, W = ${world}`);
 }
 
-// Stage 3's step as common/src/sharded.cpp runs it, call by call: the main thread's calls (the
+// Stage 3's step as common/src/parallel/sharded.cpp runs it, call by call: the main thread's calls (the
 // loop of dist/sharded.h) and the collectives they put, in that order, on the communication
 // group's one thread (FIFO). before_forward(u) waits for unit u's gather (starting it if no
 // prefetch did) and, with prefetch, starts unit u + 1's; after_forward(u) frees the unit;

@@ -1,4 +1,4 @@
-// A process group's life cycle (common/src/init.cpp): get_dist_info before and after init,
+// A process group's life cycle (common/src/init/init.cpp): get_dist_info before and after init,
 // destroy and re-init, the rank prefix, the process set-up, and a second init without destroy.
 #include <unistd.h>
 

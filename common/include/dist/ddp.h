@@ -42,7 +42,7 @@
 //
 // Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync,
 // broadcast_buffers).
-// Built in: common/src/ddp.cpp.
+// Built in: common/src/parallel/ddp.cpp.
 #pragma once
 
 #include <cstdint>

@@ -50,7 +50,7 @@
 // a different order from the small all_reduce).
 //
 // Taught in: chapter 12 (sharding).
-// Built in: common/src/sharded.cpp.
+// Built in: common/src/parallel/sharded.cpp.
 #pragma once
 
 #include <cstddef>
