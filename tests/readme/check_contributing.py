@@ -7,7 +7,7 @@
 1. Every file or folder it names exists: each `code span` and link target that looks like a path
    (has a '/' or a file suffix), and each path at the start of a line of its "rooms" block. A bare
    file name (`backend_test.cpp`) must be a file somewhere in the repository; a glob
-   (`tensor*.cpp`) must match one. Placeholders (NN, exK, <name>, YOUR_...) and command lines are
+   (`tensor*.cpp`) must match one. Placeholders (NN, exK, <name>, YOUR_..., a one-letter name: dist/X.h) and command lines are
    not paths.
 2. Its "## The layers" section holds a fenced block, one floor per line, top floor first:
    `floor name: module module ...` (modules as tests/style/include_graph.py names them). Every module
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "style"))
 from include_graph import graph  # noqa: E402
 
 SUFFIXES = (".cpp", ".h", ".py", ".md", ".txt", ".sh", ".toml", ".json", ".mjs", ".cu", ".cmake")
-PLACEHOLDER = re.compile(r"NN|exK|<|>|YOUR_|\.\.\.|\$|\*\*")
+PLACEHOLDER = re.compile(r"NN|exK|<|>|YOUR_|\.\.\.|\$|\*\*|(^|/)[A-Z](/|\.)")
 
 
 def repo_files(root):
