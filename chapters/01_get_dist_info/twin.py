@@ -50,7 +50,7 @@ def main():
     try:
         dist.get_rank()
         refused = False
-    except RuntimeError as e:  # "Default process group has not been initialized, ..."
+    except (RuntimeError, ValueError) as e:  # 1.13: RuntimeError; 2.x: ValueError ("Default ...")
         refused = "not been initialized" in str(e)
     out("before init: get_rank() " + ("throws: the default process group has not been initialized"
                                       if refused else "did not throw"))
