@@ -22,9 +22,9 @@
 //
 // Taught in: chapter 01 (get_dist_info), chapter 02 (init methods), chapter 03 (two programs),
 // chapter 04 (the collectives on the default group, async_op), chapter 10 (monitored_barrier).
-// Built in: common/src/init/init.cpp (the default group), rendezvous.cpp (steps 1 and 2: resolve, meet),
-// backends/factory.cpp (step 3: connect), debug_group.cpp (monitored_barrier), one_number.cpp
-// (all_ranks_ok, report_throughput).
+// Built in: common/src/init/init.cpp (the default group), rendezvous.cpp (steps 1 and 2: resolve,
+// meet), backends/factory.cpp (step 3: connect), debug_group.cpp (monitored_barrier),
+// one_number.cpp (all_ranks_ok, report_throughput).
 #pragma once
 
 #include <chrono>
