@@ -22,6 +22,16 @@ MUTATIONS = {
                  expect="rank 0 printed no 'log line N: ...' lines"),
     ],
     "ex2": [
+        # Rank 0 keeps retrying its download for 6 s before it gives up (a retry loop, here a
+        # busy one): the others are told, but only after most of the 10 s timeout.
+        Mutation(name="told_late",
+                 find='if (rank == 0) throw dist::Error("download failed',
+                 replace="for (const auto t0 = std::chrono::steady_clock::now();\n"
+                         "           rank == 0 && std::chrono::steady_clock::now() - t0 <\n"
+                         "                            std::chrono::seconds(6);) {\n"
+                         "      }\n"
+                         '      if (rank == 0) throw dist::Error("download failed',
+                 expect="it should know at once"),
         Mutation(name="error_caught_inside",
                  find="dist::zero_first(download);",
                  replace="dist::zero_first([&] {\n        try {\n          download();\n"
