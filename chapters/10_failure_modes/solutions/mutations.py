@@ -25,6 +25,17 @@ MUTATIONS = {
                  expect="not the starter's line"),
     ],
     "ex2": [
+        # init_process_group forgotten: every rank stops at its first call, before it prints.
+        Mutation(name="no_init",
+                 find="dist::init_process_group(cli.init_options());",
+                 replace="// (no init_process_group)",
+                 expect="before any rank printed"),
+        # Every op but SUM refused, instead of an op that differs between ranks: a rank alone,
+        # which cannot disagree with itself, refuses its MAX.
+        Mutation(name="only_sum_allowed",
+                 find="same = same && call == mine;",
+                 replace="same = same && call == mine && op == dist::ReduceOp::SUM;",
+                 expect="one rank cannot disagree with itself"),
         # The op left out of the comparison, as PyTorch's own fingerprint leaves it out.
         Mutation(name="op_not_compared",
                  find="same = same && call == mine;",
