@@ -69,6 +69,12 @@ MUTATIONS = {
                  expect="printed no line 'same call: ...'"),
     ],
     "ex3": [
+        # The mistake made as a rank that fails before the broadcast, not as a wrong root: the
+        # others learn that a peer went away, and no check has two calls to compare.
+        Mutation(name="rank_fails_instead",
+                 find="root = rank;  // THE MISTAKE",
+                 replace='throw dist::Error("no weights here");  // THE MISTAKE',
+                 expect="without DIST_DEBUG=DETAIL's table"),
         # The mistake made on every rank: the calls agree, and nothing fails.
         Mutation(name="mistake_on_every_rank",
                  find="if (mistake && rank == dist::get_world_size() - 1) root = rank;",
