@@ -65,6 +65,38 @@ TEST(DdprunRestarts, RestartsEveryRankAfterAFailureAndTellsEachItsAttempt) {
   expect_nothing_of_the_job_left(marker);
 }
 
+// --standalone picks a new free port for every attempt, as torchrun --standalone's agent does for
+// each rendezvous round: the last attempt's port was free for a moment, and another program may
+// hold it now.
+TEST(DdprunRestarts, StandaloneGivesEachAttemptAPortOfItsOwn) {
+  const std::string marker = new_job_marker();
+  const Result r =
+      run_ddprun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "sh", "-c",
+                  "echo \"port of attempt $TORCHELASTIC_RESTART_COUNT: $MASTER_PORT\"; "
+                  "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" -lt 2 ]; then "
+                  "sleep 0.3; exit 3; fi"},
+                 {marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> ports;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string line = "port of attempt " + std::to_string(attempt) + ": ";
+    const std::size_t at = r.out.find(line);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::size_t from = at + line.size();
+    ports.push_back(r.out.substr(from, r.out.find('\n', from) - from));
+    int ranks = 0;  // both ranks of an attempt meet at the same port
+    for (std::size_t i = r.out.find(line + ports.back() + "\n"); i != std::string::npos;
+         i = r.out.find(line + ports.back() + "\n", i + 1)) {
+      ++ranks;
+    }
+    EXPECT_EQ(ranks, 2) << r.out;
+  }
+  EXPECT_NE(ports[0], ports[1]) << r.out;
+  EXPECT_NE(ports[1], ports[2]) << r.out;
+  EXPECT_NE(ports[0], ports[2]) << r.out;
+  expect_nothing_of_the_job_left(marker);
+}
+
 TEST(DdprunRestarts, GivesUpAfterMaxRestartsWithTheLastAttemptsExitCode) {
   for (const int nproc : {1, 3}) {
     SCOPED_TRACE(std::to_string(nproc) + " ranks");

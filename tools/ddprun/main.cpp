@@ -215,6 +215,23 @@ int main(int argc, char** argv) {
     }
     if (attempt > 0) {
       ddprun::report_flight_attempt(flight, attempt - 1, local_ranks, supervising->ended_exits());
+      // --standalone: a new free port for each attempt, as torchrun --standalone's agent picks
+      // one per rendezvous round (torch/distributed/elastic/agent/server/api.py,
+      // _set_master_addr_port). The last attempt's port was free for a moment after its ranks
+      // ended, and another program may hold it now: ranks that meet there could meet a stranger
+      // (a torch rank's store waits for it until its timeout, 30 minutes in 1.13).
+      if (options.standalone) {
+        try {
+          options.master_port = ddprun::pick_free_port();
+        } catch (const std::system_error& e) {
+          return ddprun::Launch{{},
+                                "error: --standalone could not find a free port on 127.0.0.1 "
+                                "for attempt " +
+                                    std::to_string(attempt) + ": " + e.what(),
+                                "",
+                                ddprun::kExitCannotStart};
+        }
+      }
       try {
         logs->begin_attempt(attempt);
       } catch (const ddprun::UsageError& e) {

@@ -396,7 +396,8 @@ Options:
   --node-rank R        this machine's index, 0 to nnodes-1 (default 0)
   --master-addr ADDR   the machine where rank 0 hosts the rendezvous (default 127.0.0.1)
   --master-port PORT   its TCP port, 1 to 65535, the same on every node (default 29500)
-  --standalone         one machine: use 127.0.0.1 and a free port that ddprun picks
+  --standalone         one machine: use 127.0.0.1 and a free port that ddprun picks, a new
+                       one for each attempt (as torchrun's agent picks one per round)
   --local-rank-arg     also pass --local-rank=N to PROGRAM (N: the rank's LOCAL_RANK), right
                        after the script, module or program, before its ARGS, as
                        torch.distributed.launch does from torch 2.0; scripts written for it
