@@ -14,18 +14,29 @@ A script imports this file by a path relative to its own, e.g. from tests/chapte
     from disttut.ddprun import ddprun  # noqa: E402
 """
 import subprocess
+import sys
 
 
 def ddprun(bin_dir, nproc, command, deadline=None, flags=(), **run_args):
     """`BIN_DIR/ddprun --standalone --nproc-per-node NPROC COMMAND...`. Without a deadline, the
     command line; with one (seconds), runs it and returns the subprocess.CompletedProcess, whatever
     its exit code (run_args, such as env, go to subprocess.run). A run past its deadline is killed
-    (ddprun's ranks die with it) and raises subprocess.TimeoutExpired."""
+    (ddprun's ranks die with it) and raises subprocess.TimeoutExpired, after printing the last
+    lines it wrote to stderr."""
     cmd = [f"{bin_dir}/ddprun", "--standalone", "--nproc-per-node", str(nproc), *flags, *command]
     if deadline is None:
         return cmd
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, check=False,
-                          **run_args)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, check=False,
+                               **run_args)
+    except subprocess.TimeoutExpired as e:  # say where it stood: what it printed up to then
+        for name, text in (("stdout", e.stdout), ("stderr", e.stderr)):
+            if isinstance(text, bytes):
+                text = text.decode(errors="replace")
+            tail = "\n".join((text or "").splitlines()[-40:])
+            print(f"ddprun past its {deadline} s deadline; the last lines of its {name}:\n{tail}",
+                  file=sys.stderr)
+        raise
 
 
 def ddprun_node(bin_dir, nnodes, node_rank, nproc, command, flags=()):
