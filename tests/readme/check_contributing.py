@@ -5,14 +5,14 @@
   check_contributing.py --self-test
 
 1. Every file or folder it names exists: each `code span` and link target that looks like a path
-   (has a '/' or a file suffix), and each path at the start of a line of its "rooms" block. A bare
-   file name (`backend_test.cpp`) must be a file somewhere in the repository; a glob
-   (`tensor*.cpp`) must match one. Placeholders (NN, exK, <name>, YOUR_..., a one-letter name: dist/X.h) and command lines are
-   not paths.
+   (has a '/' or a file suffix), each file name in its prose, and each path at the start of a
+   line of its "rooms" block. A bare file name (`backend_test.cpp`) must be a file somewhere in
+   the repository; a glob (`tensor*.cpp`) must match one. Placeholders (NN, exK, <name>,
+   YOUR_..., a one-letter name such as dist/X.h) and command lines are not paths.
 2. Its "## The layers" section holds a fenced block, one floor per line, top floor first:
-   `floor name: module module ...` (modules as tests/style/include_graph.py names them). Every module
-   of the library's include graph is on exactly one floor, and every include points to its own
-   floor or one below: never up.
+   `floor name: module module ...` (modules as tests/style/include_graph.py names them). Every
+   module of the library's include graph is on exactly one floor, and every include points to its
+   own floor or one below: never up.
 Exit 0 when both hold, 1 with one line per problem otherwise.
 """
 import fnmatch
@@ -105,7 +105,8 @@ def check_layers(text, root):
     for a in sorted(edges):
         for b in sorted(edges[a]):
             if a in floor_of and b in floor_of and floor_of[b][0] < floor_of[a][0]:
-                problems.append(f"{a} ({floor_of[a][1]}) includes {b}, a floor up ({floor_of[b][1]})")
+                problems.append(f"{a} ({floor_of[a][1]}) includes {b}, "
+                                f"a floor up ({floor_of[b][1]})")
     return problems
 
 

@@ -29,7 +29,8 @@ def module_of(path, root):
     for suffix in (".cpp", ".cu", ".h"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    if path.suffix in (".cpp", ".cu") and (root / "common/include/dist" / (path.stem + ".h")).is_file():
+    public_header = root / "common/include/dist" / (path.stem + ".h")
+    if path.suffix in (".cpp", ".cu") and public_header.is_file():
         return path.stem
     return name.removeprefix("dist/")
 
