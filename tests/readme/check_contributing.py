@@ -17,7 +17,6 @@ Exit 0 when both hold, 1 with one line per problem otherwise.
 """
 import fnmatch
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,20 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "style"))
 from include_graph import graph  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.tree import repo_files  # noqa: E402
+
 SUFFIXES = (".cpp", ".h", ".py", ".md", ".txt", ".sh", ".toml", ".json", ".mjs", ".cu", ".cmake")
 PLACEHOLDER = re.compile(r"NN|exK|<|>|YOUR_|\.\.\.|\$|\*\*|(^|/)[A-Z](/|\.)")
-
-
-def repo_files(root):
-    try:
-        out = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
-                             check=True, timeout=60).stdout.split("\n")
-        files = [f for f in out if f]
-    except (OSError, subprocess.SubprocessError):
-        files = []
-    if not files:  # not a git checkout (the self-test's tree): walk it
-        files = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
-    return files
 
 
 def looks_like_path(token):

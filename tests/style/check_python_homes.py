@@ -15,10 +15,12 @@ usage: check_python_homes.py [REPO_ROOT]          (default: the checkout this fi
 """
 import ast
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "pylib"))
+from disttut.tree import repo_files  # noqa: E402
 
 PACKAGE_HELPERS = ("free_port", "free_ports")  # disttut.ports
 PACKAGE = "tools/pylib/disttut/"
@@ -78,17 +80,7 @@ def check_file(path, text, problems):
 def python_files(root):
     """The Python files git knows of (tracked, or new and not ignored); outside a git checkout,
     every .py file but those in build/ and hidden folders."""
-    try:  # no git at all (the fresh Debian root of ./tutorial test --fresh): walk the tree
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "--cached", "--others",
-                                 "--exclude-standard", "*.py"], capture_output=True, text=True,
-                                check=False, timeout=60)
-    except FileNotFoundError:
-        listed = None
-    if listed is not None and listed.returncode == 0:
-        return sorted(p for p in listed.stdout.split() if (root / p).is_file())
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                  if not any(part == "build" or part.startswith(".")
-                             for part in p.relative_to(root).parts))
+    return repo_files(root, "*.py")
 
 
 def check(root):

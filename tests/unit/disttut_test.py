@@ -18,6 +18,7 @@ from disttut.ddprun import ddprun, ddprun_node  # noqa: E402
 from disttut.lessons import read_table  # noqa: E402
 from disttut.ports import free_port, free_ports  # noqa: E402
 from disttut.readme import main_path  # noqa: E402
+from disttut.tree import repo_files  # noqa: E402
 
 
 def alive(pid):
@@ -122,6 +123,22 @@ class Lessons(unittest.TestCase):
         self.assertTrue(any("ranks is one number" in p for p in problems), problems)
         self.assertTrue(any(p.startswith("chapters/lessons.txt:4: want six fields")
                             for p in problems), problems)
+
+
+class Tree(unittest.TestCase):
+    def test_outside_git_every_file_but_build_and_hidden_ones(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            for name in ("a.py", "b.txt", "sub/c.py", "build/d.py", ".hidden/e.py"):
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_text("")
+            self.assertEqual(repo_files(root), ["a.py", "b.txt", "sub/c.py"])
+            self.assertEqual(repo_files(root, "*.py"), ["a.py", "sub/c.py"])
+
+    def test_in_this_checkout_the_files_git_knows(self):
+        files = repo_files(ROOT, "*.py")
+        self.assertIn("tools/pylib/disttut/tree.py", files)
+        self.assertFalse(any(f.startswith("build/") for f in files))
 
 
 class Readme(unittest.TestCase):

@@ -7,6 +7,7 @@ chapters' check scripts.
   disttut.processes  start, finish, run, stop_group: processes with a deadline, stopped whole
                      (their process groups) when it passes
   disttut.ddprun     ddprun's command line (ddprun, ddprun_node), and a run of it with a deadline
+  disttut.tree       repo_files: the repository's files, from git or, without it, from the tree
 
 Only Python's standard library is used. A script reaches the package by adding ONE folder,
 tools/pylib, to its path, by a path relative to its own (no .pth file, no install), e.g. from
