@@ -8,6 +8,7 @@ seeds the C++ program computes (dist::dataloader_base_seed). tests/chapters/chap
 parity compares them.
 """
 import argparse
+import multiprocessing
 import os
 import random
 
@@ -99,7 +100,8 @@ def load_one_epoch(images, workers, how, generator=None):
     world = dist.get_world_size()
     dataset = Mosaics(images, world * workers)
     loader = DataLoader(dataset, batch_size=1, sampler=DistributedSampler(dataset, shuffle=False),
-                        num_workers=workers, collate_fn=first, generator=generator)
+                        num_workers=workers, collate_fn=first, generator=generator,
+                        multiprocessing_context="forkserver")
     items = sorted(loader)  # by worker id
     base_seed = items[0][1]
     out(f"{how}: base_seed {base_seed}")
@@ -208,4 +210,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # Workers start from a fork server, a fresh process with this module loaded, not by fork() of
+    # a rank whose Gloo threads may hold a lock at that moment (the child would wait on it forever).
+    multiprocessing.set_forkserver_preload(["__main__"])
     raise SystemExit(main())

@@ -245,9 +245,10 @@ def main():
         ok = ok and batches == list(BatchSampler(sampler, args.batch_size, drop_last=False))
         if epoch == 0 and rank == 0:
             # Worker processes change who fetches a batch, not which batch comes when (one
-            # rank checks it, once: starting workers costs a few tenths of a second).
+            # rank checks it, once: starting workers costs a few tenths of a second). Workers come
+            # from a fork server, not fork(): chapter 06's pitfalls say why.
             workers = DataLoader(range(n), batch_size=args.batch_size, sampler=sampler,
-                                 num_workers=2)
+                                 num_workers=2, multiprocessing_context="forkserver")
             ok = ok and [b.tolist() for b in workers] == batches
 
         shards = gather_shards(mine)
