@@ -100,6 +100,17 @@ TEST(GradScaler, UnscalesWithTheReciprocalRoundedOnce) {
   EXPECT_NE(5.0f * inv, 5.0f / 3.0f);
 }
 
+TEST(GradScaler, ChecksTheScaledValuesAsTorchDoes) {
+  // torch's kernel looks at each value before it multiplies: with a scale below 1, a finite
+  // scaled value can unscale to inf and still count as finite. So does this scaler.
+  dist::GradScaler scaler({.init_scale = 0.25});
+  Model m;
+  m.p.grad = Tensor::from({1e38f, 1.0f});
+  scaler.unscale_(m.optimizer);
+  EXPECT_FALSE(scaler.found_inf());
+  EXPECT_EQ(m.p.grad.to_vector<float>(), (std::vector<float>{kInf, 4.0f}));
+}
+
 TEST(GradScaler, RefusesCallsOutOfOrder) {
   dist::GradScaler scaler;
   Model m;
