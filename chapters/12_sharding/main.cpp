@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- Step 3: what a rank holds of the model state and sends, beside the closed forms
-    print_table();
+    print_table(f.stage, world, f.mixed_precision);
     const Held& h = run.held;
     const Held want = run.held_expected, zero = ideal(f.stage, world);
     dist::out0() << "this run (stage " << f.stage << ", W=" << world << "), on each rank after a "
