@@ -167,6 +167,17 @@ TEST(GradScaler, RefusesABackoffToZero) {
   EXPECT_TRUE(contains(message, "reaches 0")) << message;
 }
 
+TEST(GradScaler, RefusesFloat16GradientsAsTorchDoes) {
+  // The optimizer steps float32 master weights; torch's unscale_ refuses float16 gradients
+  // ("Attempting to unscale FP16 gradients.").
+  dist::GradScaler scaler;
+  dist::Parameter p{"weight", Tensor::zeros(2, dist::kFloat16), Tensor::zeros(2, dist::kFloat16)};
+  dist::SGD optimizer({&p}, 1.0);
+  const std::string message = config_error([&] { scaler.unscale_(optimizer); });
+  EXPECT_TRUE(contains(message, "gradient of weight") && contains(message, "torch.float16"))
+      << message;
+}
+
 TEST(GradScaler, RefusesGradientsThatAreNotFloatingPoint) {
   dist::GradScaler scaler;
   dist::Parameter p{"counts", Tensor::zeros(2, dist::kInt32), Tensor::zeros(2, dist::kInt32)};
@@ -174,6 +185,65 @@ TEST(GradScaler, RefusesGradientsThatAreNotFloatingPoint) {
   const std::string message = config_error([&] { scaler.unscale_(optimizer); });
   EXPECT_TRUE(contains(message, "gradient of counts") && contains(message, "torch.int32"))
       << message;
+}
+
+}  // namespace
+
+namespace {
+
+// The half-precision layers (dist/nn.h) that mixed-precision training runs;
+// mixed_precision_parity.py compares them with torch 1.13.
+
+TEST(MixedPrecision, LinearComputesInTheInputsDtypeAndKeepsFloat32MasterWeights) {
+  // Weight 1 + 2^-9 is not a bfloat16: the layer computes with its bfloat16 copy, 1.
+  dist::Linear layer(1, 1, {.weight = {1.0f + 0x1p-9f}, .bias = {0.0f}});
+  const Tensor out = layer.forward(Tensor::from({3.0f}).to(dist::kBFloat16));
+  EXPECT_EQ(out.dtype(), dist::kBFloat16);
+  EXPECT_EQ(out.to(dist::kFloat32).item(0), 3.0f);
+  EXPECT_EQ(layer.weight().data.dtype(), dist::kFloat32);
+  EXPECT_EQ(layer.weight().data.item(0), 1.0f + 0x1p-9f);  // the master weight is untouched
+  // A float32 gradient is rounded to bfloat16 first: 1 + 2^-9 becomes 1; d loss / d W = 1 * 3.
+  const Tensor gx = layer.backward(Tensor::from({1.0f + 0x1p-9f}));
+  EXPECT_EQ(gx.dtype(), dist::kBFloat16);
+  EXPECT_EQ(layer.weight().grad.dtype(), dist::kFloat32);
+  EXPECT_EQ(layer.weight().grad.item(0), 3.0f);
+  EXPECT_EQ(layer.bias().grad.item(0), 1.0f);
+}
+
+TEST(MixedPrecision, Float16GradientsOverflowToInfForTheScalerToFind) {
+  // 70000 is past float16's largest, 65504: the weight's gradient is inf, and a GradScaler skips
+  // the step.
+  dist::Linear layer(1, 1, {.weight = {1.0f}, .bias = {0.0f}});
+  layer.forward(Tensor::from({2.0f}).to(dist::kFloat16));
+  layer.backward(Tensor::from({40000.0f}));
+  EXPECT_TRUE(std::isinf(layer.weight().grad.item(0)));
+  dist::SGD optimizer(layer.parameters(), 0.1);
+  dist::GradScaler scaler;
+  EXPECT_FALSE(scaler.step(optimizer));
+}
+
+TEST(MixedPrecision, ReluKeepsTheDtypeAndCrossEntropyRunsInFloat32) {
+  dist::ReLU relu;
+  const Tensor x = Tensor::from({-1.5f, 0.1f}).to(dist::kBFloat16);
+  const Tensor y = relu.forward(x);
+  EXPECT_EQ(y.dtype(), dist::kBFloat16);
+  EXPECT_EQ(y.to(dist::kFloat32).to_vector<float>(),
+            (std::vector<float>{0.0f, static_cast<float>(x.to(dist::kFloat32).item(1))}));
+  const Tensor logits = Tensor::from({0.1f, 2.0f, -1.0f}).to(dist::kFloat16);
+  const dist::CrossEntropy half = dist::cross_entropy(logits, Tensor::from<std::int64_t>({1}), 3);
+  const dist::CrossEntropy wide =
+      dist::cross_entropy(logits.to(dist::kFloat32), Tensor::from<std::int64_t>({1}), 3);
+  EXPECT_EQ(half.grad.dtype(), dist::kFloat32);
+  EXPECT_EQ(half.loss, wide.loss);
+  EXPECT_TRUE(half.grad.equal(wide.grad));
+}
+
+TEST(MixedPrecision, LinearRefusesAGradientOfTheOtherHalfDtype) {
+  dist::Linear layer(1, 1, {.weight = {1.0f}, .bias = {0.0f}});
+  layer.forward(Tensor::from({2.0f}).to(dist::kBFloat16));
+  const std::string message =
+      config_error([&] { layer.backward(Tensor::from({1.0f}).to(dist::kFloat16)); });
+  EXPECT_TRUE(contains(message, "torch.bfloat16") && contains(message, "torch.float16")) << message;
 }
 
 }  // namespace

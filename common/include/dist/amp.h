@@ -47,8 +47,9 @@
 //   - one optimizer per scaler, and no `enabled` switch: without CUDA, torch 1.13's GradScaler
 //     disables itself with a warning (and has no CPU kernels for its two operations); this one runs
 //     on the CPU, and on GPU tensors through a copy to the host;
-//   - gradients may be float32 or float64; float16 gradients are refused, as torch refuses them
-//     ("Attempting to unscale FP16 gradients"): the master gradients the optimizer steps are fp32.
+//   - gradients may be float32 or float64; float16 (and bfloat16) gradients are refused, as torch
+//     refuses float16 ones ("Attempting to unscale FP16 gradients."): the optimizer steps float32
+//     master weights, whose gradients the half-precision layers fill (dist/nn.h).
 //
 // Taught in: chapter 12 (--mixed-precision: what half precision saves, per ZeRO stage) and
 // chapter 13 (mixed-precision training).
