@@ -140,7 +140,22 @@ Held mixed_precision(int stage, int world) {
   return {fp32.parameters / 2, fp32.gradients / 2, fp32.state / 8 * 12};
 }
 
-void print_table(int run_stage, int run_world, bool mixed) {
+std::int64_t half_step_bytes(int stage, int world) {
+  dist::ProcessGroup& group = dist::default_group();
+  const std::int64_t before = group.bytes_sent();
+  for (std::int64_t n : unit_numels()) {
+    const std::int64_t c = (n + world - 1) / world;
+    dist::Tensor flat(c * world, dist::kBFloat16, dist::get_device());
+    dist::Tensor chunk(c, dist::kBFloat16, dist::get_device());
+    group.reduce_scatter_tensor(chunk, flat);
+    for (int gather = 0; gather < (stage == 3 ? 2 : 1); ++gather) {
+      group.all_gather_into_tensor(flat, chunk);
+    }
+  }
+  return group.bytes_sent() - before;
+}
+
+bool print_tables(int run_stage, int run_world, bool mixed) {
   dist::out0() << "per-rank bytes of model state, fp32 Adam, ZeRO's closed forms (Ψ values, c = "
                   "Σ⌈n_u/W⌉ ≈ Ψ/W; stage 3 also holds one layer whole during its turn):";
   dist::out0()
@@ -157,7 +172,7 @@ void print_table(int run_stage, int run_world, bool mixed) {
     }
     dist::out0() << line;
   }
-  if (!mixed) return;
+  if (!mixed) return true;
   dist::out0() << "mixed precision, ZeRO's section 3.1: fp16/bf16 parameters and gradients (2 + 2 "
                   "bytes a value), fp32 master weights and Adam's two moments (12): still 16Ψ "
                   "unsharded; each stage shards more of it:";
@@ -186,6 +201,12 @@ void print_table(int run_stage, int run_world, bool mixed) {
                << "Ψ(W-1)/W values sent per step, 2 bytes each: "
                << grouped(2 * passes * psi * (w - 1) / w)
                << " bytes (fp32: " << grouped(4 * passes * psi * (w - 1) / w) << ")";
+  const std::int64_t measured = half_step_bytes(run_stage, w);
+  std::int64_t padded = 0;  // every layer padded to W chunks, as ShardedDataParallel lays it out
+  for (std::int64_t n : unit_numels()) padded += 2 * passes * ((n + w - 1) / w) * (w - 1);
+  dist::out0() << "bytes sent per rank per step in bfloat16, measured: " << grouped(measured)
+               << " (with each layer's padding: " << grouped(padded) << ")";
+  return measured == padded;
 }
 
 std::pair<std::int64_t, std::int64_t> evaluate(

@@ -17,7 +17,8 @@ model's layer sizes, and compares every number the program prints:
     (section 3.1: 2 + 2 bytes of fp16/bf16 parameters and gradients, 12 of fp32 master weights and
     Adam's moments; stage 1 shards the 12, stage 2 the gradients' 2 too, stage 3 the parameters'
     2 too), and this run's line: its model state and its traffic at 2 bytes a value, half of
-    fp32's; without the flag, neither;
+    fp32's; then the bytes one step's collectives send in bfloat16, measured: 2 * passes *
+    sum(ceil(n_u / W)) * (W - 1); without the flag, none of these;
   - the verdict: OK, bit for bit with DDP (adding in the stages' order) at every world size;
   - the weights' fingerprints: every stage at one world size ends with the same bits, and at 1
     and 2 ranks (where a sum of two is the same in either order) chapter 09's DDP too;
@@ -137,6 +138,11 @@ def check(bin_dir, data, nproc, stage, extra=()):
                 f" bytes (fp32: {4 * passes * PSI * (nproc - 1) // nproc:,})")
         if line not in mine:
             problems.append(f"no line {line!r}")
+        padded = 2 * passes * chunks(nproc) * (nproc - 1)
+        measured = (f"bytes sent per rank per step in bfloat16, measured: {padded:,} (with each "
+                    f"layer's padding: {padded:,})")
+        if measured not in mine:
+            problems.append(f"no line {measured!r}")
     elif split != len(mine):
         problems.append("a mixed-precision table without --mixed-precision")
     p, g, s = held(stage, nproc)
