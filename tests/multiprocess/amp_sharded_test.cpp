@@ -1,7 +1,7 @@
-// dist/amp.h with sharded gradients: each rank checks only its own shard, so the ranks must agree
-// on found_inf (the scaler's process group, as torch's ShardedGradScaler all_reduces it), or a
-// rank whose shard is finite steps while another skips, and the shards no longer belong to one
-// model.
+// dist/amp.h across ranks. With sharded gradients: each rank checks only its own shard, so the
+// ranks must agree on found_inf (the scaler's process group, as torch's ShardedGradScaler
+// all_reduces it), or a rank whose shard is finite steps while another skips, and the shards no
+// longer belong to one model.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dist/amp.h"
+#include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/optim.h"
 #include "ranks.h"
@@ -46,6 +47,25 @@ TEST(GradScalerSharded, WithoutAGroupTheRanksDisagree) {
   expect_all_ok(run_group(3, {.timeout = 30s}, [](int rank) {
     const bool stepped = shard_step(rank, nullptr);
     return stepped == (rank != 0) ? 0 : 1;
+  }));
+}
+
+TEST(GradScalerDdp, EveryRankFindsTheSameInfWithoutAGroup) {
+  // DDP averages the gradients before the scaler sees them: an inf on rank 0 is an inf in every
+  // rank's mean, so every rank skips the step with no found_inf group at all.
+  expect_all_ok(run_group(3, {.timeout = 30s}, [](int rank) {
+    const float g = rank == 0 ? std::numeric_limits<float>::infinity() : 1.0f;
+    dist::Parameter p{"weight", dist::Tensor::from({1.0f, 2.0f}), dist::Tensor::zeros(2)};
+    dist::DistributedDataParallel ddp({&p});
+    dist::SGD optimizer({&p}, 0.1);
+    dist::GradScaler scaler({.init_scale = 1024});
+    p.grad = dist::Tensor::from({g, 1.0f});
+    ddp.grads_ready({&p});
+    ddp.finish_gradient_sync();
+    const bool stepped = scaler.step(optimizer);
+    scaler.update();
+    std::printf("rank %d: stepped %d, scale %g\n", rank, stepped, scaler.get_scale());
+    return !stepped && scaler.get_scale() == 512.0f ? 0 : 1;
   }));
 }
 
