@@ -1,9 +1,11 @@
 // dist/amp.h — torch.cuda.amp.GradScaler: dynamic loss scaling for half-precision training.
 //
 //   dist::GradScaler scaler;                            // GradScaler(): scale 2^16, x2 per 2000
+//   dist::Adam optimizer(model.parameters());           // float32 master weights and state
 //   for (batch : my_shard) {
 //     optimizer.zero_grad();
-//     out = model.forward(x);  loss = dist::cross_entropy(out, y, classes);
+//     out = model.forward(x.to(dist::kFloat16));        // the layers compute in float16 (nn.h)
+//     loss = dist::cross_entropy(out, y, classes);      // in float32, as autocast runs it
 //     model.backward(scaler.scale(loss.grad));          // scaler.scale(loss).backward()
 //     scaler.step(optimizer);   // unscales the grads; steps only if every one is finite
 //     scaler.update();          // backs off after an inf/NaN, grows after a clean run
