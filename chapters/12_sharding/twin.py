@@ -138,9 +138,9 @@ def print_mixed_table(stage, world):
         cells = "".join(f"{mixed_form(s, w):>12,}" for w in (1, 2, 4))
         out0(f"  {(str(s) + (' (DDP)' if s == 0 else '')):<11}{forms[s]:<33}{cells}")
     psi, passes = sum(unit_numels()), 3 if stage == 3 else 2
-    out0(f"mixed precision at stage {stage}, W={world}: {mixed_form(stage, world):,} bytes of model "
-         f"state per rank (fp32: {closed_form(stage, world):,}); {passes}Ψ(W-1)/W values sent per "
-         f"step, 2 bytes each: {2 * passes * psi * (world - 1) // world:,} bytes (fp32: "
+    out0(f"mixed precision at stage {stage}, W={world}: {mixed_form(stage, world):,} bytes of "
+         f"model state per rank (fp32: {closed_form(stage, world):,}); {passes}Ψ(W-1)/W values "
+         f"sent per step, 2 bytes each: {2 * passes * psi * (world - 1) // world:,} bytes (fp32: "
          f"{4 * passes * psi * (world - 1) // world:,})")
 
 

@@ -125,7 +125,8 @@ def check(bin_dir, data, nproc, stage, extra=()):
     split = next((i for i, m in enumerate(mine) if m.startswith(MIXED_HEADER)), len(mine))
     want_table = {s: [sum(ideal(s, w)) for w in (1, 2, 4)] for s in range(4)}
     if table_rows(mine[:split]) != want_table:
-        problems.append(f"the table says {table_rows(mine[:split])}; the closed forms are {want_table}")
+        problems.append(f"the table says {table_rows(mine[:split])}; the closed forms are "
+                        f"{want_table}")
     if "--mixed-precision" in extra:
         want_mixed = {s: [sum(mixed(s, w)) for w in (1, 2, 4)] for s in range(4)}
         if table_rows(mine[split:]) != want_mixed:

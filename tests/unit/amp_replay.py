@@ -161,7 +161,8 @@ def torch_update_kernel():
             return (torch, device), ""
         except (NotImplementedError, RuntimeError) as e:
             reasons.append(f"{device}: {str(e).splitlines()[0][:90]}")
-    return None, f"torch {torch.__version__} has no _amp_update_scale_ kernel here ({'; '.join(reasons)})"
+    return None, (f"torch {torch.__version__} has no _amp_update_scale_ kernel here "
+                  f"({'; '.join(reasons)})")
 
 
 def torch_scales(kernel, case):
@@ -189,7 +190,8 @@ def main():
     def show(case, want, ours):
         print(f"case {line(case)}\n  replay: {want}\n  ours:   {ours}")
 
-    code = compare(all_cases, answers, replay, show, "the reference: a plain-Python replay of torch 1.13's rules, not torch")
+    code = compare(all_cases, answers, replay, show,
+                   "the reference: a plain-Python replay of torch 1.13's rules, not torch")
     steps = sum(len(c[4]) for c in all_cases)
     print(f"{steps} steps in {len(all_cases)} cases")
 
