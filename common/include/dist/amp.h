@@ -27,25 +27,32 @@
 // With the defaults (2^16, x2, x0.5, 2000), a run finds the largest S that does not overflow
 // within a few skipped steps, and tries a larger one every 2000 clean steps.
 //
-// With DDP (dist/ddp.h) the gradients are already averaged when backward returns, so every rank
-// holds the same gradients, finds the same inf or NaN and skips the same steps: the replicas stay
-// equal with no extra communication. Sharded gradients (dist/sharded.h) are not the same on every
-// rank: each rank checks only its shard, so one rank may find an inf that the others do not. Give
-// the scaler a process group (torch's ShardedGradScaler does the same for FSDP: an all_reduce of
-// found_inf), and unscale_ agrees on found_inf over it (a MAX all_reduce of one float32: every rank
-// must call unscale_, or step, in step with the others).
+// With DDP (dist/ddp.h) the gradients are averaged (finish_gradient_sync) before the scaler sees
+// them, so every rank holds the same gradients, finds the same inf or NaN and skips the same steps:
+// the replicas stay equal with no extra communication. Sharded gradients (dist/sharded.h) are not
+// the same on every rank: each rank checks only its shard, so one rank may find an inf that the
+// others do not. Give the scaler a process group (torch's ShardedGradScaler does the same for FSDP:
+// an all_reduce of found_inf), and unscale_ agrees on found_inf over it (a MAX all_reduce of one
+// float32: every rank must call unscale_, or step, in step with the others).
 //
 // Not quite torch (1.13):
 //   - the scale is a float here, not a one-element tensor on the GPU (torch keeps it there so that
 //     nothing waits for the GPU; this library finishes every operation before it returns);
 //   - a growth that would overflow float32 is a dist::ConfigError naming the scale, and leaves the
 //     scaler as it was. torch 1.13 (and 2.0) multiplies anyway: the scale becomes inf, every later
-//     gradient is inf or NaN, every later step is skipped and the scale stays inf, silently. Since
-//     torch 2.1 (pull request 98876) the kernel keeps the old scale instead, also silently. A scale
-//     near 3.4e38 means the gradients are all but zero: something to look at, not to hide;
-//   - constructor checks: init_scale finite and > 0, growth_factor finite and > 1, backoff_factor
-//     in (0, 1), growth_interval in [1, 2^31 - 1] (torch asserts only growth_factor > 1 and
-//     backoff_factor < 1; its tracker is an int32). A ConfigError names the value;
+//     gradient is inf or NaN, every later step is skipped and the scale stays inf, silently (its
+//     CPU rule, ShardedGradScaler's, does so here: 2^127 grows to inf). Since torch 2.1 (pull
+//     request 98876) the kernel keeps the old scale instead, also silently. A scale near 3.4e38
+//     means the gradients are all but zero: something to look at, not to hide. A backoff that
+//     reaches 0 is a ConfigError too (torch 1.13 goes on: every unscaled gradient is 0 * inf =
+//     NaN, and its check, which looks at the scaled values, all 0, does not see them);
+//   - constructor checks: init_scale finite, > 0 and a float32 (at most 3.4e38, not rounding to
+//     0), growth_factor finite and > 1, backoff_factor in (0, 1), growth_interval in [1, 2^31 - 1]
+//     (torch asserts only growth_factor > 1 and backoff_factor < 1; its tracker is an int32). A
+//     ConfigError names the value;
+//   - the scale is multiplied in double and rounded to float32, as GradScaler's CUDA kernel does;
+//     torch 1.13's ShardedGradScaler multiplies a CPU scale in float32 (tensor *= factor): the same
+//     scales for power-of-two factors (the defaults), not always for others (1.1, 0.3);
 //   - one optimizer per scaler, and no `enabled` switch: without CUDA, torch 1.13's GradScaler
 //     disables itself with a warning (and has no CPU kernels for its two operations); this one runs
 //     on the CPU, and on GPU tensors through a copy to the host;
@@ -53,8 +60,8 @@
 //     refuses float16 ones ("Attempting to unscale FP16 gradients."): the optimizer steps float32
 //     master weights, whose gradients the half-precision layers fill (dist/nn.h).
 //
-// Taught in: chapter 12 (--mixed-precision: what half precision saves, per ZeRO stage) and
-// chapter 13 (mixed-precision training).
+// Taught in: chapter 13 (mixed-precision training; chapter 12's --mixed-precision counts what half
+// precision saves per ZeRO stage).
 // Built in: common/src/nn/amp.cpp.
 #pragma once
 
