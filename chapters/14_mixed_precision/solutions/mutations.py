@@ -34,6 +34,26 @@ MUTATIONS = {
                  find="w.grad = w.grad * static_cast<float>(1.0 / scaler.scale);  // unscale_",
                  replace="(void)0;  // not unscaled",
                  expect="(not unscaled)"),
+        # Two optimizer steps a step: the scale is right, the weights are not.
+        Mutation(name="two_steps",
+                 find="        sgd.step();\n      }\n",
+                 replace="        sgd.step();\n        sgd.step();\n      }\n",
+                 expect="; GradScaler's steps end with"),
+        # The line's first scale printed after update(): the scale a step ran at is misreported.
+        Mutation(name="scale_after_printed_first",
+                 find='<< ": scale " << scale << " -> "',
+                 replace='<< ": scale " << scaler.scale + 0 * scale << " -> "',
+                 expect="GradScaler's is"),
+        # The verdict reworded: the grader cannot find the step lines.
+        Mutation(name="verdict_reworded",
+                 find='(found_inf ? "skipped" : "stepped")',
+                 replace='(found_inf ? "skip" : "step")',
+                 expect="printed no line 'step 1: scale A -> B"),
+        # The final values with another separator: the grader cannot read the numbers.
+        Mutation(name="values_reworded",
+                 find='text.empty() ? "" : ", "',
+                 replace='text.empty() ? "" : "; "',
+                 expect="not a list of numbers"),
     ],
     "ex2": [
         # Truncation: right below half-way, wrong above.
@@ -64,5 +84,10 @@ MUTATIONS = {
                  replace="if (static_cast<int>(i % static_cast<std::size_t>(world)) != 0 * rank) "
                          "continue;",
                  expect="each on one rank"),
+        # Upper-case hex: the grader cannot read the lines.
+        Mutation(name="hex_upper_case",
+                 find='"round %zu: %08x -> %04x"',
+                 replace='"round %zu: %08X -> %04X"',
+                 expect="not 'round I: XXXXXXXX -> YYYY'"),
     ],
 }
