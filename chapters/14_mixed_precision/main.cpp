@@ -121,7 +121,6 @@ int main(int argc, char** argv) {
     const Flags& f = *parsed;
     dist::init_process_group(f.init);
     const int rank = dist::get_rank(), world = dist::get_world_size();
-    bool ok = true;
 
     // ---- Step 1: what float16 and bfloat16 keep
     const dist::Tensor v = dist::Tensor::from({0.1f, 65504.0f, 65520.0f, 1.00390625f});
@@ -134,15 +133,17 @@ int main(int argc, char** argv) {
     // Closed forms: 0.1 rounded to 11 and to 8 significant bits; 65520 is halfway past float16's
     // largest, 65504, so it rounds to inf; 1 + 2^-8 is halfway between bfloat16's 1 and 1 + 2^-7,
     // and the tie goes to the even one, 1.
-    ok = ok && h01 == 0.0999755859375 && b01 == 0.10009765625 &&
-         std::isinf(v.to(dist::kFloat16).item(2)) && v.to(dist::kBFloat16).item(3) == 1.0;
+    const bool casts_ok = h01 == 0.0999755859375 && b01 == 0.10009765625 &&
+                          std::isinf(v.to(dist::kFloat16).item(2)) &&
+                          v.to(dist::kBFloat16).item(3) == 1.0;
     // A sum stops growing where 1 is less than half a step between neighbours: at 2^11 in
     // float16, 2^8 in bfloat16. The reason sums (and master weights) stay float32.
     const double s32 = sum_of_ones<float>(f.terms), s16 = sum_of_ones<dist::Half>(f.terms),
                  sb16 = sum_of_ones<dist::BFloat16>(f.terms);
     dist::out0() << "1.0 added " << f.terms << " times: float32 " << s32 << ", float16 " << s16
                  << ", bfloat16 " << sb16 << " (closed form: min(terms, 2^11) and min(terms, 2^8))";
-    ok = ok && s32 == f.terms && s16 == std::min(f.terms, 2048) && sb16 == std::min(f.terms, 256);
+    const bool sums_ok =
+        s32 == f.terms && s16 == std::min(f.terms, 2048) && sb16 == std::min(f.terms, 256);
 
     // ---- Step 2: an all_reduce in float16, and the bytes it saves
     dist::Tensor mine = dist::Tensor::from({0.1f, 40000.0f, 0.5f * static_cast<float>(rank + 1)})
@@ -156,8 +157,8 @@ int main(int argc, char** argv) {
                             0.25f * static_cast<float>(world * (world + 1))})
             .to(dist::kFloat16);  // 40000 W passes 65504 from W = 2 on: inf
     dist::out0() << "all_reduce(SUM) in float16: " << mine << "; closed form " << want;
-    ok = ok &&
-         mine.to(dist::kFloat32).to_vector<float>() == want.to(dist::kFloat32).to_vector<float>();
+    const bool reduce_ok =
+        mine.to(dist::kFloat32).to_vector<float>() == want.to(dist::kFloat32).to_vector<float>();
     std::int64_t sent[2];
     for (const dist::DType dt : {dist::kFloat32, dist::kFloat16}) {
       dist::Tensor payload = dist::full(f.numel, 1.0, dt);
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
                  << grouped(sent[1]) << " (closed form: n(W-1) "
                  << "values, 4 or 2 bytes each: " << grouped(4 * n_sent) << " and "
                  << grouped(2 * n_sent) << ")";
-    ok = ok && sent[0] == 4 * n_sent && sent[1] == 2 * n_sent;
+    const bool bytes_ok = sent[0] == 4 * n_sent && sent[1] == 2 * n_sent;
 
     // ---- Step 3: the same model trained in float32, bfloat16, float16 with a GradScaler
     dist::out0() << "MLP 8-" << f.hidden << "-4, SGD (lr " << f.lr << "), " << f.steps
@@ -191,7 +192,6 @@ int main(int argc, char** argv) {
     dist::out0() << "float16: " << fp16.skipped << " of " << f.steps
                  << " steps skipped, final scale " << fp16.final_scale
                  << "; every step as GradScaler's rule says: " << (fp16.rules_ok ? "yes" : "NO");
-    ok = ok && fp16.rules_ok;
 
     // ---- Step 4: the memory
     const std::int64_t values_per_forward = f.batch_size * (2 * f.hidden + kClasses);
@@ -200,17 +200,23 @@ int main(int argc, char** argv) {
                  << grouped(fp16.activations)
                  << " (closed form: batch * (2 * hidden + 4) = " << grouped(values_per_forward)
                  << " values, 4 or 2 bytes each)";
-    ok = ok && fp32.activations == 4 * values_per_forward &&
-         bf16.activations == 2 * values_per_forward && fp16.activations == 2 * values_per_forward;
+    const bool activations_ok = fp32.activations == 4 * values_per_forward &&
+                                bf16.activations == 2 * values_per_forward &&
+                                fp16.activations == 2 * values_per_forward;
     const std::int64_t psi = f.hidden * (kFeatures + 1) + kClasses * (f.hidden + 1);
     dist::out0() << "model state with Adam: float32 4 + 4 + 8 bytes a value, mixed 2 + 2 + 12: "
                  << "16Ψ = " << grouped(16 * psi) << " bytes either way (Ψ = " << grouped(psi)
                  << "); what sharding does to it: ./tutorial run 12 -- --mixed-precision";
 
-    const bool job_ok = dist::all_ranks_ok(ok);
+    const bool job_ok = dist::all_ranks_ok(casts_ok && sums_ok && reduce_ok && bytes_ok &&
+                                           fp16.rules_ok && activations_ok);
     dist::destroy_process_group();
     if (!job_ok) {
-      dist::out0() << "MISMATCH: some number above is not its closed form";
+      const auto yes = [](bool b) { return b ? "yes" : "NO"; };
+      dist::out0() << "MISMATCH: as their closed forms: casts " << yes(casts_ok) << ", sums "
+                   << yes(sums_ok) << ", the all_reduce " << yes(reduce_ok) << ", its bytes "
+                   << yes(bytes_ok) << ", GradScaler's rule " << yes(fp16.rules_ok)
+                   << ", activations " << yes(activations_ok) << " (rank 0's; a rank may differ)";
       return rank == 0 ? dist::kExitFailure : dist::kExitOk;
     }
     dist::out0() << "OK: casts, sums, the all_reduce, GradScaler's rule and the bytes are their "

@@ -60,7 +60,7 @@
 //     refuses float16 ones ("Attempting to unscale FP16 gradients."): the optimizer steps float32
 //     master weights, whose gradients the half-precision layers fill (dist/nn.h).
 //
-// Taught in: chapter 13 (mixed-precision training; chapter 12's --mixed-precision counts what half
+// Taught in: chapter 14 (mixed-precision training; chapter 12's --mixed-precision counts what half
 // precision saves per ZeRO stage).
 // Built in: common/src/nn/amp.cpp.
 #pragma once

@@ -30,7 +30,7 @@
 // rounding should be visible where it happens. Reading back is implicit, as in torch, so a Half
 // compares and prints as the float it is.
 //
-// Taught in: chapter 13 (DDP in practice: half precision).
+// Taught in: chapter 14 (mixed precision: what each keeps, casts, a half all_reduce).
 // Built in: this header; dist::Tensor's kFloat16/kBFloat16 (dist/tensor.h) store them.
 #pragma once
 

@@ -31,7 +31,7 @@
 // host, through a copy, around the float32 kernels.
 //
 // Taught in: chapter 08 (ddp_linear: Linear, mse_loss), chapter 09 (ddp_classifier: ReLU,
-// BatchNorm1d and SyncBatchNorm, cross_entropy) and chapter 13 (half precision).
+// BatchNorm1d and SyncBatchNorm, cross_entropy) and chapter 14 (half precision).
 // Built in: common/src/nn/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
 // kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
