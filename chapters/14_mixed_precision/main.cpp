@@ -63,7 +63,8 @@ Run train(const Flags& f, Precision precision) {
   const dist::DType dtype = precision == Precision::kFloat16    ? dist::kFloat16
                             : precision == Precision::kBFloat16 ? dist::kBFloat16
                                                                 : dist::kFloat32;
-  Mlp model(f.hidden);
+  const dist::Device device = dist::get_device();  // cuda:LOCAL_RANK under nccl, else cpu
+  Mlp model(f.hidden, device);
   std::vector<dist::Parameter*> params = model.parameters();
   dist::DistributedDataParallel ddp(params);
   dist::SGD sgd(params, f.lr);
@@ -75,8 +76,8 @@ Run train(const Flags& f, Precision precision) {
   Run run;
   for (int step = 0; step < f.steps; ++step) {
     sgd.zero_grad();
-    const Batch b =
-        batch((static_cast<std::int64_t>(step) * world + rank) * f.batch_size, f.batch_size);
+    const Batch b = batch((static_cast<std::int64_t>(step) * world + rank) * f.batch_size,
+                          f.batch_size, device);
     // autocast: the layers round their float32 weights to `dtype` and compute in it
     const dist::Tensor logits = model.forward(b.x.to(dtype));
     if (step == 0) run.activations = model.activation_bytes();
@@ -103,7 +104,7 @@ Run train(const Flags& f, Precision precision) {
     } else {
       sgd.step();
     }
-    dist::Tensor mean = dist::full(1, loss.loss / world, dist::kFloat64);
+    dist::Tensor mean = dist::full(1, loss.loss / world, dist::kFloat64, device);
     dist::all_reduce(mean);
     (step == 0 ? run.first_loss : run.last_loss) = mean.item(0);
     if (f.steps == 1) run.last_loss = run.first_loss;
@@ -147,7 +148,8 @@ int main(int argc, char** argv) {
 
     // ---- Step 2: an all_reduce in float16, and the bytes it saves
     dist::Tensor mine = dist::Tensor::from({0.1f, 40000.0f, 0.5f * static_cast<float>(rank + 1)})
-                            .to(dist::kFloat16);
+                            .to(dist::kFloat16)
+                            .to(dist::get_device());  // a GPU under nccl: NCCL reduces there
     dist::out() << "holds " << mine;
     dist::all_reduce(mine);  // SUM, rounded to float16 after every addition
     dist::Half fold(0.0f);   // W additions of float16's 0.1: the same whatever the order
@@ -161,7 +163,7 @@ int main(int argc, char** argv) {
         mine.to(dist::kFloat32).to_vector<float>() == want.to(dist::kFloat32).to_vector<float>();
     std::int64_t sent[2];
     for (const dist::DType dt : {dist::kFloat32, dist::kFloat16}) {
-      dist::Tensor payload = dist::full(f.numel, 1.0, dt);
+      dist::Tensor payload = dist::full(f.numel, 1.0, dt, dist::get_device());
       const std::int64_t before = dist::default_group().bytes_sent();
       dist::all_reduce(payload);
       sent[dt == dist::kFloat16] = dist::default_group().bytes_sent() - before;

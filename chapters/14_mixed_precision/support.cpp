@@ -59,7 +59,7 @@ std::vector<float> weights(std::int64_t rows, std::int64_t cols, int a, int b, i
 
 }  // namespace
 
-Batch batch(std::int64_t first_sample, std::int64_t size) {
+Batch batch(std::int64_t first_sample, std::int64_t size, dist::Device device) {
   std::vector<float> x;
   std::vector<std::int64_t> y;
   for (std::int64_t i = first_sample; i < first_sample + size; ++i) {
@@ -70,16 +70,18 @@ Batch batch(std::int64_t first_sample, std::int64_t size) {
     }
     y.push_back(label(row));
   }
-  return {dist::Tensor::from(x), dist::Tensor::from(y)};
+  return {dist::Tensor::from(x, device), dist::Tensor::from(y, device)};
 }
 
-Mlp::Mlp(std::int64_t hidden)
+Mlp::Mlp(std::int64_t hidden, dist::Device device)
     : l1(kFeatures, hidden,
          {.weight = weights(hidden, kFeatures, 31, 17, 23, 20.0),
-          .bias = std::vector<float>(static_cast<std::size_t>(hidden), 0.0f)}),
+          .bias = std::vector<float>(static_cast<std::size_t>(hidden), 0.0f)},
+         device),
       l2(hidden, kClasses,
          {.weight = weights(kClasses, hidden, 13, 7, 19, 10.0),
-          .bias = std::vector<float>(kClasses, 0.0f)}) {}
+          .bias = std::vector<float>(kClasses, 0.0f)},
+         device) {}
 
 dist::Tensor Mlp::forward(const dist::Tensor& x) {
   h1 = l1.forward(x);

@@ -33,16 +33,16 @@ struct Batch {
   dist::Tensor x;  // batch * kFeatures float32 values
   dist::Tensor y;  // batch labels (int64)
 };
-Batch batch(std::int64_t first_sample, std::int64_t size);
+Batch batch(std::int64_t first_sample, std::int64_t size, dist::Device device);
 
 // Linear(8, hidden) -> ReLU -> Linear(hidden, 4), from closed-form initial weights (the same on
-// every rank, and in the twin). The parameters are float32: the master weights.
+// every rank, and in the twin), on `device`. The parameters are float32: the master weights.
 struct Mlp {
   dist::Linear l1, l2;
   dist::ReLU relu;
   dist::Tensor h1, h2, out;  // the last forward's activations (in the input's dtype)
 
-  explicit Mlp(std::int64_t hidden);
+  Mlp(std::int64_t hidden, dist::Device device);
   dist::Tensor forward(const dist::Tensor& x);
   void backward(const dist::Tensor& grad_out);
   std::vector<dist::Parameter*> parameters();
