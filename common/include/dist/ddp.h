@@ -70,6 +70,16 @@ struct DdpOptions {
   // before every training forward: see before_forward(). Not owned.
   std::vector<Tensor*> buffers;
   bool broadcast_buffers = true;
+  // A forward that leaves some parameters out (a branch taken on some steps only): every
+  // parameter that finish_gradient_sync() finds not marked ready, or that mark_unused() named,
+  // is ready with a zero contribution, so its bucket is reduced and the step completes. See
+  // "Parameters that get no gradient" above. torch's default, false, too.
+  bool find_unused_parameters = false;
+  // The set of parameters the forward uses is the same at every step: the first step finds the
+  // unused ones (as find_unused_parameters does); later steps mark them ready themselves and
+  // throw dist::Error naming a parameter that leaves or joins the set. torch's static_graph
+  // (1.11+; a DDP argument from 1.13, _set_static_graph() before).
+  bool static_graph = false;
 };
 
 class DistributedDataParallel {
@@ -102,6 +112,11 @@ class DistributedDataParallel {
   // Once a gradient all_reduce has failed, all three throw dist::Error: the replicas may no
   // longer be equal, so destroy this object and the process group.
   void average_gradients();
+  // After the forward, before backward: the parameters this step's forward did not use (torch
+  // finds them by walking the autograd graph from the outputs). They count as ready with a zero
+  // gradient at once, so their buckets can leave during backward; finish_gradient_sync() would
+  // find them too, at the end. Needs find_unused_parameters or static_graph.
+  void mark_unused(const std::vector<Parameter*>& unused);
 
   // torch's `with ddp.no_sync():` for gradient accumulation: while the returned guard lives,
   // gradients are not averaged; they accumulate locally and the next synchronised step averages
@@ -140,6 +155,20 @@ class DistributedDataParallel {
   std::int64_t no_sync_guards() const { return no_sync_guards_; }
 
  private:
+  friend class Join;  // dist/join.h: shadows this object's collectives on a rank that has joined
+  // The step's first call (grads_ready, mark_unused, finish_gradient_sync) inside a Join
+  // context: tells the joined ranks that this rank still trains (Join's count, one all_reduce).
+  void begin_step();
+  // With find_unused_parameters (or static_graph's first step): how many ranks used each
+  // parameter, one all_reduce of an int32 per parameter, after the buckets (torch's
+  // local_used_map). `contribute`: this rank's used map, or zeros for a joined rank.
+  Tensor reduce_used_map(bool contribute);
+  bool needs_used_map() const {
+    return options_.find_unused_parameters || (options_.static_graph && !static_known_);
+  }
+  void mark_unused_index(std::size_t k);
+  Device device_of_grads() const { return parameters_.front()->grad.device(); }
+  std::string missing_grads_error(const std::vector<std::size_t>& missing) const;
   // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the
   // step's gradients are only partly averaged, so no later step may build on them.
   void check_usable() const;
@@ -166,6 +195,16 @@ class DistributedDataParallel {
   std::vector<std::size_t> missing_;  // per bucket: parameters not ready yet
   std::size_t launched_ = 0;
   std::vector<Work> in_flight_;  // with overlap: the launched buckets' all_reduces, in order
+
+  // Parameters that get no gradient.
+  std::vector<bool> unused_;         // this step: marked ready with a zero contribution
+  std::string unfinished_;           // a step that ended with gradients missing: the next throws
+  bool static_known_ = false;        // static_graph: the first step has run
+  std::vector<bool> static_unused_;  // static_graph: unused on this rank at the first step
+  std::vector<bool> static_global_unused_;  // ... and on every rank (grads left untouched)
+  // Join (dist/join.h).
+  bool in_join_ = false;     // inside a Join context, not yet joined
+  bool step_begun_ = false;  // this step's begin_step() has run
 };
 
 }  // namespace dist
