@@ -2,15 +2,16 @@
 // parameters and with dist::Join, on the data of practice_data.py (repeated below, value for
 // value), printing what the torch scripts print (ddp_unused.py, ddp_join.py).
 //
-//   ddprun --standalone --nproc-per-node 2 ddp_practice_driver train [mark|finish|static]
+//   ddprun --standalone --nproc-per-node 2 ddp_practice_driver train [mark|finish|static|stale]
 //   ddprun --standalone --nproc-per-node 2 ddp_practice_driver error
 //   ddprun --standalone --nproc-per-node 3 ddp_practice_driver join 7 4 2
 //
 // train: the three heads, find_unused_parameters; "mark" says after the forward which heads it
-// left out (mark_unused), "finish" lets finish_gradient_sync() find them, "static" trains head
-// a and b on every step with static_graph (c never: found at the first step). error: head b
-// never used, find_unused_parameters false: the second step throws, printed between markers.
-// join: head a only, rank r trains on the r-th count of batches inside a dist::Join.
+// left out (mark_unused), "finish" lets finish_gradient_sync() find them, "static" trains heads
+// a and b on every step with static_graph (c never: found at the first step), "stale" is one
+// step on grads that zero_grad() did not clear (see stale()). error: head b never used,
+// find_unused_parameters false: the second step throws, printed between markers. join: head a
+// only, rank r trains on the r-th count of batches inside a dist::Join.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +146,19 @@ int train(const std::string& how, int rank) {
   return dist::kExitOk;
 }
 
+// ddp_unused.py stale: one step without zero_grad(), every grad holding 100 + rank (c.bias's 0,
+// where torch's is None); rank 1 uses heads a and b, the others a.
+int stale(int rank) {
+  Heads heads;
+  dist::DistributedDataParallel ddp(heads.parameters(), {.find_unused_parameters = true});
+  for (dist::Parameter* p : heads.parameters()) p->grad.fill_(p->name == "c.bias" ? 0 : 100 + rank);
+  std::vector<dist::Parameter*> unused;
+  ddp.grads_ready(step_through(heads, rank == 1 ? "ab" : "a", batch(0, rank), unused));
+  ddp.finish_gradient_sync();
+  print("grad", heads.parameters(), rank, true);
+  return dist::kExitOk;
+}
+
 int error(int rank) {
   Heads heads;
   dist::DistributedDataParallel ddp(heads.parameters());
@@ -192,7 +206,9 @@ int main(int argc, char** argv) {
     dist::init_process_group();
     const int rank = dist::get_rank();
     int code = dist::kExitFailure;
-    if (args[0] == "train") {
+    if (args[0] == "train" && args.size() > 1 && args[1] == "stale") {
+      code = stale(rank);
+    } else if (args[0] == "train") {
       code = train(args.size() > 1 ? args[1] : "finish", rank);
     } else if (args[0] == "error") {
       code = error(rank);

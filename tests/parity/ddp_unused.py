@@ -3,6 +3,7 @@ tests/parity/ddp_practice_parity.py that runs torch (gloo, on the CPU, under a l
 
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py train
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py static
+    ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py stale
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py error
 
 train: three heads on one input, a (always), b (on rank r at step s when s + r is odd: one rank of
@@ -12,6 +13,9 @@ Prints each rank's final parameters as float32 bits, and for step 1 the grads th
 `grad <name> <rank> <none|bits...>`.
 
 static: heads a and b at every step, c never, with static_graph=True instead.
+
+stale: one step without zero_grad(), every grad holding 100 + rank (c.bias's None): a rank that
+did not use head b adds the grad b holds; c, used by no rank, keeps its grads (None stays None).
 
 error: head b is never used and find_unused_parameters is False; the second forward raises
 torch's error, which each rank prints between `ERROR-BEGIN` and `ERROR-END` (run it with
@@ -72,6 +76,21 @@ def train(rank, static):
         print(f"param {name} {rank} {bits(p)}", flush=True)
 
 
+def stale(rank):
+    """One step in which rank 1 uses heads a and b, the others a only, with every .grad holding
+    100 + rank beforehand (no zero_grad), except c.bias's, None: what does each rank's grad
+    hold after backward?"""
+    model = Heads()
+    ddp = DDP(model, find_unused_parameters=True)
+    for name, p in model.named_parameters():
+        p.grad = None if name == "c.bias" else torch.full_like(p, 100.0 + rank)
+    x, y = data.batch(0, rank)
+    out = ddp(torch.tensor(x).reshape(-1, data.IN), "ab" if rank == 1 else "a")
+    torch.nn.functional.mse_loss(out.reshape(-1), torch.tensor(y)).backward()
+    for name, p in model.named_parameters():
+        print(f"grad {name} {rank} {'none' if p.grad is None else bits(p.grad)}", flush=True)
+
+
 def error(rank):
     model = Heads()
     ddp = DDP(model)  # find_unused_parameters=False: head b never gets a gradient
@@ -91,6 +110,8 @@ def main():
     rank = dist.get_rank()
     if sys.argv[1] in ("train", "static"):
         train(rank, sys.argv[1] == "static")
+    elif sys.argv[1] == "stale":
+        stale(rank)
     else:
         error(rank)
     dist.destroy_process_group()

@@ -164,13 +164,13 @@ void DistributedDataParallel::launch_ready_buckets() {
   // In bucket order only: every rank must start the same all_reduce calls in the same order.
   while (launched_ < buckets_.size() && missing_[launched_] == 0) {
     Bucket& b = buckets_[launched_];
+    // An unused parameter (find_unused_parameters) adds the grad it holds, as any other: zeros
+    // after zero_grad(), or what no_sync() steps accumulated. torch 1.13 does the same with a
+    // defined .grad, and adds zeros for a .grad that is None.
     // --8<-- [start:pack_divided]
     // Pack, already divided by world_size (as torch does): the SUM is then the average.
     for (std::size_t k : b.params) {
-      // An unused parameter adds zeros, whatever its grad holds (torch zeroes its bucket view).
-      b.buffer.assign_slice(offset_of_[k], unused_[k] ? Tensor::zeros(parameters_[k]->grad.numel(),
-                                                                      kFloat32, b.buffer.device())
-                                                      : parameters_[k]->grad / world_);
+      b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad / world_);
     }
     // --8<-- [end:pack_divided]
     try {
