@@ -40,8 +40,33 @@
 // average_gradients() once after backward. On a GPU the division by world_size goes through the
 // host (dist::Tensor arithmetic does), a copy torch does not make.
 //
+// Parameters that get no gradient (chapter 13). A forward that takes a branch on some steps only
+// leaves that branch's parameters out of backward; their bucket would never fill. torch 1.13:
+//   * Without find_unused_parameters, backward ends with those buckets never reduced, the
+//     optimizer steps on this rank's own gradients, and the next forward raises "Expected to
+//     have finished reduction in the prior iteration before starting a new one. This error
+//     indicates that your module has parameters that were not used in producing loss. ...",
+//     naming the parameters' indices (and, with TORCH_DISTRIBUTED_DEBUG=INFO or DETAIL, their
+//     names). Here the same: finish_gradient_sync() returns with the grads not averaged, and the
+//     next step's first call throws dist::Error in those words, with both lines.
+//   * With find_unused_parameters=True, the forward walks the autograd graph from its outputs;
+//     a parameter it does not reach is marked ready at once, adding the .grad it holds (zeros
+//     for a .grad that is None), and after the buckets one more all_reduce counts, per
+//     parameter, the ranks that used it. A parameter some rank used gets the average on every
+//     rank; one that no rank used keeps its .grad untouched (None stays None), so the optimizer
+//     skips it, or, with 1.13's zero_grad() (set_to_none=False), steps on zeros. Here the
+//     program says it with mark_unused() after the forward, or lets finish_gradient_sync() find
+//     the parameters not marked ready; the rest is the same, the count included (an int32 per
+//     parameter). A grad here is never None: "untouched" is what zero_grad() left, zeros.
+//   * static_graph=True: the first step finds the unused parameters as above; later steps mark
+//     them ready themselves, without the count (torch also allows reentrant activation
+//     checkpointing with it). Here a later step that changes the set is an error naming the
+//     parameter; torch's checks are in its Reducer's bookkeeping, with other words.
+// tests/parity/ddp_practice_parity.py compares all three with torch 1.13 on gloo; uneven inputs
+// (ranks with different numbers of batches) are dist::Join's (dist/join.h).
+//
 // Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync,
-// broadcast_buffers).
+// broadcast_buffers); chapter 13 (DDP in practice: unused parameters, static_graph, Join).
 // Built in: common/src/parallel/ddp.cpp.
 #pragma once
 
@@ -72,13 +97,14 @@ struct DdpOptions {
   bool broadcast_buffers = true;
   // A forward that leaves some parameters out (a branch taken on some steps only): every
   // parameter that finish_gradient_sync() finds not marked ready, or that mark_unused() named,
-  // is ready with a zero contribution, so its bucket is reduced and the step completes. See
-  // "Parameters that get no gradient" above. torch's default, false, too.
+  // counts as ready with the grad it holds, so its bucket is reduced and the step completes;
+  // one that no rank used keeps its grad. See "Parameters that get no gradient" above. torch's
+  // default, false, too.
   bool find_unused_parameters = false;
   // The set of parameters the forward uses is the same at every step: the first step finds the
   // unused ones (as find_unused_parameters does); later steps mark them ready themselves and
-  // throw dist::Error naming a parameter that leaves or joins the set. torch's static_graph
-  // (1.11+; a DDP argument from 1.13, _set_static_graph() before).
+  // throw dist::Error naming a parameter that leaves or joins the set. torch 1.13's
+  // static_graph argument (it calls the private _set_static_graph()).
   bool static_graph = false;
 };
 
@@ -98,7 +124,9 @@ class DistributedDataParallel {
   // it returns once that all_reduce has ended.
   void grads_ready(const std::vector<Parameter*>& ready);
   // Waits for every bucket and writes the averages back into the grads. Every parameter must
-  // have been marked ready. Within no_sync() both calls do nothing.
+  // have been marked ready, unless find_unused_parameters or static_graph says otherwise (see
+  // above); if one was not, the grads stay this rank's own and the next step throws. Within
+  // no_sync() both calls do nothing.
   void finish_gradient_sync();
   // What torch's DDP.forward does before it runs the module, to call before each forward through
   // the model (`training`: a forward whose gradients backward will use, torch's
@@ -113,9 +141,10 @@ class DistributedDataParallel {
   // longer be equal, so destroy this object and the process group.
   void average_gradients();
   // After the forward, before backward: the parameters this step's forward did not use (torch
-  // finds them by walking the autograd graph from the outputs). They count as ready with a zero
-  // gradient at once, so their buckets can leave during backward; finish_gradient_sync() would
-  // find them too, at the end. Needs find_unused_parameters or static_graph.
+  // finds them by walking the autograd graph from the outputs). They count as ready at once,
+  // with the grads they hold, so their buckets can leave during backward; finish_gradient_sync()
+  // would find them too, at the end. Needs find_unused_parameters or static_graph; throws
+  // dist::Error for a parameter already marked ready this step.
   void mark_unused(const std::vector<Parameter*>& unused);
 
   // torch's `with ddp.no_sync():` for gradient accumulation: while the returned guard lives,
