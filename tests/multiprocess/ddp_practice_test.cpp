@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -330,6 +331,129 @@ TEST(DdpJoin, RefusesADdpThatBroadcastsBuffersAndASecondJoin) {
                    contains(twice, "this rank has joined already")
                ? 0
                : 1;
+  });
+  EXPECT_EQ(results[0].exit_code, 0) << describe(results);
+}
+
+}  // namespace
+
+namespace {
+
+// Two layers, 10 * 4 + 4 + 4 * 3 + 3 = 59 values, with gradients that differ per rank and step.
+struct TwoLayers {
+  dist::Linear a{10, 4, {std::vector<float>(40, 0.1f), std::vector<float>(4, 0)}};
+  dist::Linear b{4, 3, {std::vector<float>(12, 0.2f), std::vector<float>(3, 0)}};
+  std::vector<dist::Parameter*> parameters() {
+    std::vector<dist::Parameter*> all;
+    for (dist::Linear* l : {&a, &b}) {
+      for (dist::Parameter* p : l->parameters()) all.push_back(p);
+    }
+    return all;
+  }
+  void add_grads(int rank, int step) {  // as a backward does: grad += something
+    for (dist::Parameter* p : parameters()) {
+      dist::Tensor g(p->grad.numel(), dist::kFloat32);
+      for (std::int64_t k = 0; k < g.numel(); ++k) g.set(k, (rank + 1.0) / 3 * (k + 1) + step);
+      p->grad += g;
+    }
+  }
+};
+constexpr std::int64_t kTwoLayersValues = 59;
+
+// gradient_as_bucket_view: the grads are the buckets' slices, so constructing the DDP takes no
+// memory beyond what the grads held (the buckets replace them); without it, the buckets are a
+// second copy: memory_allocated() rises by 4 bytes per value, 4 * 59 = 236.
+TEST(DdpBucketView, TheGradientsTakeTheirMemoryOnce) {
+  expect_all_ok(run_group(2, {.timeout = 30s}, [&](int rank) {
+    std::int64_t rise[2] = {0, 0};
+    bool views = true;
+    for (const bool as_view : {false, true}) {
+      TwoLayers m;
+      const std::int64_t before = dist::memory_allocated();
+      dist::DistributedDataParallel ddp(
+          m.parameters(), {.bucket_cap_mb = 0.0001, .gradient_as_bucket_view = as_view});
+      rise[as_view] = dist::memory_allocated() - before;
+      m.add_grads(rank, 0);  // grad += g writes into the bucket: still a slice
+      for (dist::Parameter* p : m.parameters()) views = views && p->grad.is_view() == as_view;
+      ddp.average_gradients();
+      views = views && dist::memory_allocated() - before == rise[as_view];
+    }
+    std::printf("rise without %lld, with %lld\n", static_cast<long long>(rise[0]),
+                static_cast<long long>(rise[1]));
+    return views && rise[0] == 4 * kTwoLayersValues && rise[1] == 0 ? 0 : 1;
+  }));
+}
+
+// The same steps (two buckets, overlap or not, an accumulation step under no_sync) give the
+// same bits with and without the option; a grad assigned whole stays a slice; once the DDP is
+// gone every grad has its own storage again, with its last values.
+TEST(DdpBucketView, TrainsToTheSameBitsAsWithoutAndGivesTheGradsBackAtTheEnd) {
+  for (const bool overlap : {false, true}) {
+    expect_all_ok(run_group(2, {.timeout = 30s}, [&](int rank) {
+      TwoLayers plain, viewed;
+      dist::SGD opt_plain(plain.parameters(), 0.1), opt_viewed(viewed.parameters(), 0.1);
+      dist::DistributedDataParallel ddp_plain(plain.parameters(),
+                                              {.bucket_cap_mb = 0.0001, .overlap = overlap});
+      auto ddp_viewed = std::make_unique<dist::DistributedDataParallel>(
+          viewed.parameters(),
+          dist::DdpOptions{
+              .bucket_cap_mb = 0.0001, .overlap = overlap, .gradient_as_bucket_view = true});
+      bool ok = ddp_viewed->buckets().size() == 2;
+      for (int step = 0; step < 4; ++step) {
+        opt_plain.zero_grad();
+        opt_viewed.zero_grad();
+        if (step == 2) {  // accumulate one more batch first
+          const auto a = ddp_plain.no_sync();
+          const auto b = ddp_viewed->no_sync();
+          plain.add_grads(rank, 10);
+          viewed.add_grads(rank, 10);
+          ddp_plain.average_gradients();
+          ddp_viewed->average_gradients();
+        }
+        plain.add_grads(rank, step);
+        viewed.add_grads(rank, step);
+        viewed.b.parameters()[1]->grad = plain.b.bias().grad;  // assigned whole: same values
+        ddp_plain.grads_ready(plain.b.parameters());
+        ddp_viewed->grads_ready(viewed.b.parameters());
+        ddp_plain.grads_ready(plain.a.parameters());
+        ddp_viewed->grads_ready(viewed.a.parameters());
+        ddp_plain.finish_gradient_sync();
+        ddp_viewed->finish_gradient_sync();
+        ok = ok && viewed.b.bias().grad.is_view();
+        opt_plain.step();
+        opt_viewed.step();
+      }
+      ok = ok && dist::fingerprint(plain.parameters()) == dist::fingerprint(viewed.parameters());
+      std::vector<dist::Tensor> last;
+      for (dist::Parameter* p : viewed.parameters()) last.push_back(p->grad);
+      ddp_viewed.reset();
+      for (std::size_t i = 0; i < last.size(); ++i) {
+        const dist::Parameter* p = viewed.parameters()[i];
+        ok = ok && !p->grad.is_view() && p->grad.equal(last[i]) &&
+             p->grad.equal(plain.parameters()[i]->grad);
+      }
+      return ok ? 0 : 1;
+    }));
+    if (HasFailure()) {
+      ADD_FAILURE() << "overlap " << overlap;
+      return;
+    }
+  }
+}
+
+TEST(DdpBucketView, AGradOfAnotherSizeIsAnErrorNamingIt) {
+  auto results = run_group(1, {.timeout = 30s}, [&](int) {
+    TwoLayers m;
+    dist::DistributedDataParallel ddp(m.parameters(), {.gradient_as_bucket_view = true});
+    m.a.parameters()[0]->grad = dist::zeros(3);
+    std::string error;
+    try {
+      ddp.average_gradients();
+    } catch (const dist::Error& e) {
+      error = e.what();
+    }
+    std::printf("%s\n", error.c_str());
+    return contains(error, "the grad of 'weight' has 3 values, its parameter 40") ? 0 : 1;
   });
   EXPECT_EQ(results[0].exit_code, 0) << describe(results);
 }

@@ -106,6 +106,18 @@ struct DdpOptions {
   // throw dist::Error naming a parameter that leaves or joins the set. torch 1.13's
   // static_graph argument (it calls the private _set_static_graph()).
   bool static_graph = false;
+  // Every parameter's grad becomes a slice of its bucket (dist::detail::view_into), from
+  // construction until this object is destroyed (then each grad is given its own storage
+  // again): backward accumulates straight into the bucket, packing divides the grads by
+  // world_size where they are, and the all_reduce leaves the averages in them, so nothing is
+  // copied back and the gradients take their memory once (memory_allocated() is 4 bytes per
+  // parameter value lower than without). torch 1.13's gradient_as_bucket_view (default False)
+  // does the same; a .grad that is None there becomes a view at the first step. A grad the
+  // program assigns keeps writing into the bucket if it has the same size (torch would copy
+  // such a grad into the bucket at the next step and make it a view again); one of another size
+  // is a dist::Error at the next packing, naming the parameter. A grad that no rank used is the
+  // bucket's sum too (zeros after zero_grad()), as in torch with this option, not left untouched.
+  bool gradient_as_bucket_view = false;
 };
 
 class DistributedDataParallel {
@@ -115,7 +127,7 @@ class DistributedDataParallel {
   // group, which then carries the gradients too. A collective: every rank must construct it. The
   // parameters must outlive this object. Destroying it waits for buckets still in flight.
   explicit DistributedDataParallel(std::vector<Parameter*> parameters, DdpOptions options = {});
-  ~DistributedDataParallel() = default;
+  ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
@@ -196,6 +208,10 @@ class DistributedDataParallel {
     return options_.find_unused_parameters || (options_.static_graph && !static_known_);
   }
   void mark_unused_index(std::size_t k);
+  // gradient_as_bucket_view: whether parameter k's grad is its bucket's slice, and making it so
+  // (its values copied in).
+  bool grad_is_bucket_view(std::size_t k);
+  void point_grad_at_bucket(std::size_t k);
   Device device_of_grads() const { return parameters_.front()->grad.device(); }
   std::string missing_grads_error(const std::vector<std::size_t>& missing) const;
   // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the

@@ -96,6 +96,42 @@ DistributedDataParallel::DistributedDataParallel(std::vector<Parameter*> paramet
   ready_.assign(parameters_.size(), false);
   unused_.assign(parameters_.size(), false);
   for (const Bucket& b : buckets_) missing_.push_back(b.params.size());
+  if (options_.gradient_as_bucket_view) {
+    for (std::size_t k = 0; k < parameters_.size(); ++k) point_grad_at_bucket(k);
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  in_flight_.clear();  // waits for buckets still in flight, before the buckets go
+  if (!options_.gradient_as_bucket_view) return;
+  for (std::size_t k = 0; k < parameters_.size(); ++k) {
+    if (!grad_is_bucket_view(k)) continue;
+    Tensor own = parameters_[k]->grad;              // a copy has its own storage
+    Tensor view = std::move(parameters_[k]->grad);  // the grad is now empty, not a view
+    parameters_[k]->grad = std::move(own);
+  }
+}
+
+bool DistributedDataParallel::grad_is_bucket_view(std::size_t k) {
+  const Tensor& grad = parameters_[k]->grad;
+  Tensor& buffer = buckets_[bucket_of_[k]].buffer;
+  return grad.is_view() && grad.dtype() == kFloat32 &&
+         grad.numel() == parameters_[k]->data.numel() &&
+         grad.data() == static_cast<std::byte*>(buffer.data()) + offset_of_[k] * 4;
+}
+
+void DistributedDataParallel::point_grad_at_bucket(std::size_t k) {
+  Parameter* p = parameters_[k];
+  Tensor& buffer = buckets_[bucket_of_[k]].buffer;
+  if (p->grad.numel() != p->data.numel()) {
+    throw Error("DistributedDataParallel: the grad of '" + p->name + "' has " +
+                std::to_string(p->grad.numel()) + " values, its parameter " +
+                std::to_string(p->data.numel()) + ": give it a grad of its parameter's size");
+  }
+  buffer.assign_slice(offset_of_[k], p->grad);
+  Tensor view = detail::view_into(buffer, offset_of_[k], p->data.numel());
+  Tensor before = std::move(p->grad);  // its storage is freed below (or, if a view, nothing)
+  p->grad = std::move(view);
 }
 
 // Rank 0's buffers to every rank: one broadcast per dtype (torch coalesces them too).
@@ -164,6 +200,11 @@ void DistributedDataParallel::launch_ready_buckets() {
   // In bucket order only: every rank must start the same all_reduce calls in the same order.
   while (launched_ < buckets_.size() && missing_[launched_] == 0) {
     Bucket& b = buckets_[launched_];
+    // gradient_as_bucket_view: the grads are slices of b.buffer, so the packing below divides
+    // them where they are (a grad the program replaced is first made a slice again).
+    for (std::size_t k : b.params) {
+      if (options_.gradient_as_bucket_view && !grad_is_bucket_view(k)) point_grad_at_bucket(k);
+    }
     // An unused parameter (find_unused_parameters) adds the grad it holds, as any other: zeros
     // after zero_grad(), or what no_sync() steps accumulated. torch 1.13 does the same with a
     // defined .grad, and adds zeros for a .grad that is None.
@@ -259,6 +300,7 @@ void DistributedDataParallel::finish_gradient_sync() {
       const bool nobody_used = used.numel() > 0 ? used.item(static_cast<std::int64_t>(k)) == 0
                                                 : (static_known_ && static_global_unused_[k]);
       if (nobody_used) continue;
+      if (options_.gradient_as_bucket_view && grad_is_bucket_view(k)) continue;  // holds it
       parameters_[k]->grad.copy_(b.buffer.slice(offset_of_[k], parameters_[k]->grad.numel()));
     }
   }
