@@ -2,16 +2,17 @@
 // parameters and with dist::Join, on the data of practice_data.py (repeated below, value for
 // value), printing what the torch scripts print (ddp_unused.py, ddp_join.py).
 //
-//   ddprun --standalone --nproc-per-node 2 ddp_practice_driver train [mark|finish|static|stale]
+//   ddprun --standalone --nproc-per-node 2 ddp_practice_driver train finish
 //   ddprun --standalone --nproc-per-node 2 ddp_practice_driver error
 //   ddprun --standalone --nproc-per-node 3 ddp_practice_driver join 7 4 2
 //
 // train: the three heads, find_unused_parameters; "mark" says after the forward which heads it
 // left out (mark_unused), "finish" lets finish_gradient_sync() find them, "static" trains heads
 // a and b on every step with static_graph (c never: found at the first step), "stale" is one
-// step on grads that zero_grad() did not clear (see stale()). error: head b never used,
-// find_unused_parameters false: the second step throws, printed between markers. join: head a
-// only, rank r trains on the r-th count of batches inside a dist::Join.
+// step on grads that zero_grad() did not clear (see stale()), "view" is "finish" with
+// gradient_as_bucket_view. error: head b never used, find_unused_parameters false: the second
+// step throws, printed between markers. join: head a only, rank r trains on the r-th count of
+// batches inside a dist::Join.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -119,8 +120,9 @@ std::string heads_of(int step, int rank) {  // practice_data.heads
 int train(const std::string& how, int rank) {
   Heads heads;
   const bool is_static = how == "static";
-  dist::DistributedDataParallel ddp(
-      heads.parameters(), {.find_unused_parameters = !is_static, .static_graph = is_static});
+  dist::DistributedDataParallel ddp(heads.parameters(), {.find_unused_parameters = !is_static,
+                                                         .static_graph = is_static,
+                                                         .gradient_as_bucket_view = how == "view"});
   dist::SGD optimizer(heads.parameters(), kLr);
   for (int step = 0; step < kSteps; ++step) {
     optimizer.zero_grad();

@@ -10,7 +10,8 @@ the other, head c unused on both: its grad stays as zero_grad() left it); and dd
 static against the driver's `train static` (static_graph, head c never used: torch's grad
 stays None, the library's a tensor of zeros, as zero_grad() left it); and ddp_unused.py stale
 against the driver's `train stale` (no zero_grad: a rank that left head b out adds the grad b
-holds, and c, which no rank used, keeps its grads).
+holds, and c, which no rank used, keeps its grads); and ddp_unused.py view against the driver's
+`train view`: train with gradient_as_bucket_view on both sides.
 error: torch's error (TORCH_DISTRIBUTED_DEBUG=OFF and INFO) against the driver's `error`: the
 shared sentences and the lines naming the parameters, word for word.
 join2, join3: ddp_join.py against the driver's `join` with 5/3 and 7/4/2 batches.
@@ -138,8 +139,8 @@ def main():
     if scenario == "unused":
         torch_out = launch(ddprun, 2, os.path.join(HERE, "ddp_unused.py"), ["train"])
         bad = []
-        for how in ("finish", "mark", "static", "stale"):
-            if how in ("static", "stale"):
+        for how in ("finish", "mark", "static", "stale", "view"):
+            if how in ("static", "stale", "view"):
                 torch_out = launch(ddprun, 2, os.path.join(HERE, "ddp_unused.py"), [how])
             ours = launch(ddprun, 2, driver, ["train", how])
             if how != "stale":

@@ -3,6 +3,7 @@ tests/parity/ddp_practice_parity.py that runs torch (gloo, on the CPU, under a l
 
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py train
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py static
+    ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py view
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py stale
     ddprun --standalone --nproc-per-node 2 tests/parity/ddp_unused.py error
 
@@ -13,6 +14,8 @@ Prints each rank's final parameters as float32 bits, and for step 1 the grads th
 `grad <name> <rank> <none|bits...>`.
 
 static: heads a and b at every step, c never, with static_graph=True instead.
+
+view: as train, with gradient_as_bucket_view=True.
 
 stale: one step without zero_grad(), every grad holding 100 + rank (c.bias's None): a rank that
 did not use head b adds the grad b holds; c, used by no rank, keeps its grads (None stays None).
@@ -56,11 +59,13 @@ def bits(t):
                     for v in t.detach().reshape(-1).tolist())
 
 
-def train(rank, static):
+def train(rank, how):
     model = Heads()
+    static = how == "static"
     # static: heads a and b at every step, c never, with static_graph (which finds c unused at
-    # the first step) instead of find_unused_parameters.
-    ddp = DDP(model, static_graph=True) if static else DDP(model, find_unused_parameters=True)
+    # the first step) instead of find_unused_parameters. view: gradient_as_bucket_view too.
+    ddp = DDP(model, static_graph=True) if static else DDP(
+        model, find_unused_parameters=True, gradient_as_bucket_view=how == "view")
     opt = torch.optim.SGD(model.parameters(), lr=data.LR)
     for step in range(data.STEPS):
         x, y = data.batch(step, rank)
@@ -108,8 +113,8 @@ def error(rank):
 def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    if sys.argv[1] in ("train", "static"):
-        train(rank, sys.argv[1] == "static")
+    if sys.argv[1] in ("train", "static", "view"):
+        train(rank, sys.argv[1])
     elif sys.argv[1] == "stale":
         stale(rank)
     else:
