@@ -123,7 +123,7 @@ def train_torch(args, bf16):
         mean = torch.tensor([loss.item() / world], dtype=torch.float64)
         dist.all_reduce(mean)
         losses.append(mean.item())
-    return losses[0], losses[-1], activations, 0, 0.0
+    return losses[0], losses[-1], activations, 0, 0.0, True
 
 
 def half_linear(x, w, b):
@@ -139,7 +139,7 @@ def train_fp16_replay(args):
                                             model.l2.bias)]
     sgd = torch.optim.SGD(params, lr=args.lr)
     scale, tracker, skipped = torch.tensor(args.init_scale, dtype=torch.float32), 0, 0
-    losses, activations = [], 0
+    losses, activations, grown, untouched = [], 0, 0, True
     for step in range(args.steps):
         x, y = batch((step * world + rank) * args.batch_size, args.batch_size)
         x = x.half()
@@ -164,6 +164,7 @@ def train_fp16_replay(args):
             dist.all_reduce(gr)
         found = any(not torch.isfinite(gr).all() for gr in grads)
         before = scale.item()
+        kept = [p.clone() for p in params]
         if not found:
             inv_scale = scale.double().reciprocal().float()
             for p, gr in zip(params, grads):
@@ -171,18 +172,23 @@ def train_fp16_replay(args):
             sgd.step()
             tracker += 1
             if tracker == args.growth_interval:
-                scale, tracker = (scale.double() * 2.0).float(), 0
+                scale, tracker, grown = (scale.double() * 2.0).float(), 0, grown + 1
                 out0(f"  step {step + 1}: {args.growth_interval} clean steps at scale "
                      f"{g(before)}: scale {g(scale.item())}")
         else:
             skipped += 1
+            untouched = untouched and all(torch.equal(p, q) for p, q in zip(params, kept))
             scale, tracker = (scale.double() * 0.5).float(), 0
             out0(f"  step {step + 1}: a gradient is inf or NaN at scale {g(before)}: step "
                  f"skipped, scale {g(scale.item())}")
         mean = torch.tensor([loss.item() / world], dtype=torch.float64)
         dist.all_reduce(mean)
         losses.append(mean.item())
-    return losses[0], losses[-1], activations, skipped, scale.item()
+    # The replay is the rule; what it can still get wrong is checked: a skipped step left the
+    # weights as they were, and the scale is init_scale x 2^growths x 0.5^skips (powers of two
+    # multiply exactly while the scale stays a normal float32).
+    rule_ok = untouched and scale.item() == args.init_scale * 2.0 ** grown * 0.5 ** skipped
+    return losses[0], losses[-1], activations, skipped, scale.item(), rule_ok
 
 
 def main():
@@ -236,7 +242,7 @@ def main():
     out0(f"loss, first step -> last: float32 {fp32[0]:.4f} -> {fp32[1]:.4f}, bfloat16 "
          f"{bf16[0]:.4f} -> {bf16[1]:.4f}, float16 {fp16[0]:.4f} -> {fp16[1]:.4f}")
     out0(f"float16: {fp16[3]} of {args.steps} steps skipped, final scale {g(fp16[4])}; every step "
-         f"as GradScaler's rule says: yes")
+         f"as GradScaler's rule says: {'yes' if fp16[5] else 'NO'}")
 
     # Step 4: the memory
     per_forward = args.batch_size * (2 * args.hidden + CLASSES)
@@ -249,7 +255,7 @@ def main():
          f"12 -- --mixed-precision")
     ok = (s16 == min(args.terms, 2048) and sb == min(args.terms, 256)
           and torch.equal(mine.float(), want.float())
-          and fp32[2] == 4 * per_forward and bf16[2] == 2 * per_forward)
+          and fp32[2] == 4 * per_forward and bf16[2] == 2 * per_forward and fp16[5])
     dist.destroy_process_group()
     if not ok:
         out0("MISMATCH: some number above is not its closed form")
