@@ -40,8 +40,13 @@
 // average_gradients() once after backward. On a GPU the division by world_size goes through the
 // host (dist::Tensor arithmetic does), a copy torch does not make.
 //
+// Communication hooks (chapter 13): register_comm_hook hands each bucket to a hook instead
+// (dist/comm_hooks.h: allreduce_hook, PowerSGD). The hook
+// is called where the bucket's all_reduce would start, and its CommFuture waited for where that
+// all_reduce would be.
+//
 // Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync,
-// broadcast_buffers).
+// broadcast_buffers); chapter 13 (ddp_in_practice: register_comm_hook).
 // Built in: common/src/parallel/ddp.cpp.
 #pragma once
 
@@ -50,6 +55,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dist/comm_hooks.h"
 #include "dist/nn.h"
 #include "dist/process_group.h"
 #include "dist/trace.h"
@@ -103,6 +109,20 @@ class DistributedDataParallel {
   // longer be equal, so destroy this object and the process group.
   void average_gradients();
 
+  // torch's ddp.register_comm_hook(state, hook): from now on each bucket, its gradients packed
+  // without dividing by world_size, is handed to hook(state, bucket) when it is ready, and the
+  // future it returns is waited for in finish_gradient_sync() (dist/comm_hooks.h). `state` must
+  // outlive this object. Every rank must register the same hook. Once only, and before the first
+  // gradient sync: a second hook, or one after a bucket was reduced, is a dist::ConfigError.
+  //   ddp.register_comm_hook(dist::default_group(), dist::allreduce_hook);
+  //   ddp.register_comm_hook(powersgd_state, dist::powerSGD_hook);
+  template <typename State>
+  void register_comm_hook(State& state, CommFuture (*hook)(State&, GradBucket&)) {
+    register_comm_hook([&state, hook](GradBucket& bucket) { return hook(state, bucket); });
+  }
+  // The same with the state bound already (a lambda of your own, say).
+  void register_comm_hook(CommHook hook);
+
   // torch's `with ddp.no_sync():` for gradient accumulation: while the returned guard lives,
   // gradients are not averaged; they accumulate locally and the next synchronised step averages
   // the sum. Every rank must skip the same steps.
@@ -145,6 +165,7 @@ class DistributedDataParallel {
   void check_usable() const;
   void copy_rank0_buffers();
   void launch_ready_buckets();
+  CommFuture start_bucket(std::size_t b, bool async);  // the hook, or DDP's own all_reduce
   std::string span_name(std::size_t b) const;  // bucket b's all_reduce, as the timeline names it
 
   std::vector<Parameter*> parameters_;
@@ -165,7 +186,9 @@ class DistributedDataParallel {
   std::vector<bool> ready_;
   std::vector<std::size_t> missing_;  // per bucket: parameters not ready yet
   std::size_t launched_ = 0;
-  std::vector<Work> in_flight_;  // with overlap: the launched buckets' all_reduces, in order
+  std::vector<CommFuture> in_flight_;  // with overlap: the launched buckets' futures, in order
+  CommHook comm_hook_;                 // register_comm_hook's, or none
+  bool reduced_once_ = false;          // a bucket has been reduced: too late for a hook
 };
 
 }  // namespace dist

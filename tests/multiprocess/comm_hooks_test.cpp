@@ -1,0 +1,255 @@
+// DDP communication hooks (dist/comm_hooks.h) on real processes: allreduce_hook gives DDP's own
+// result bit for bit; PowerSGD brings a low-rank mean through intact, warms up with plain
+// all_reduces, and sends the closed form's bytes; registration's errors name what to fix.
+// (Parity with torch 1.13's hooks: tests/parity/comm_hooks_parity.py.)
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dist/comm_hooks.h"
+#include "dist/ddp.h"
+#include "dist/dist.h"
+#include "errors.h"
+#include "ranks.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dist::testing::config_error;
+using dist::testing::contains;
+using dist::testing::describe;
+using dist::testing::expect_all_ok;
+using dist::testing::run_group;
+
+// Linear(16, 12) and Linear(12, 4): two weights that PowerSGD can compress (12 x 16 and 4 x 12)
+// and two biases it never does.
+struct TwoLayers {
+  dist::Linear a{16, 12, {std::vector<float>(192, 0.1f), std::vector<float>(12, 0)}};
+  dist::Linear b{12, 4, {std::vector<float>(48, 0.1f), std::vector<float>(4, 0)}};
+  std::vector<dist::Parameter*> parameters() {
+    return {a.parameters()[0], a.parameters()[1], b.parameters()[0], b.parameters()[1]};
+  }
+};
+
+// Gradients that differ per rank and step, with every bit of float32 in use: torch.randn's.
+void fill_grads(const std::vector<dist::Parameter*>& params, int rank, int step) {
+  dist::Generator g(static_cast<std::uint64_t>(1000 * step + rank));
+  for (dist::Parameter* p : params) p->grad.copy_(dist::randn(p->grad.numel(), g));
+}
+
+bool same_bits(const dist::Tensor& a, const dist::Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// Bytes one rank sends for an all_reduce of n float32 values on the Gloo backend
+// (backends/gloo_mesh.h): the one-step exchange up to 32,778 values, the ring above.
+std::int64_t all_reduce_bytes(std::int64_t n, int world, int rank) {
+  if (world == 1 || n == 0) return 0;
+  if (n <= 32778) return 4 * n * (world - 1);
+  auto segment = [&](int s) {  // elements [n s / W, n (s + 1) / W) of the ring's segment s
+    s %= world;
+    return n * (s + 1) / world - n * s / world;
+  };
+  return 4 * (2 * n - segment(rank) - segment((rank + 1) % world));
+}
+
+class HookWorlds : public ::testing::TestWithParam<int> {};
+
+// Division by 3 rounds: a hook that multiplied by 1/3, or divided after the sum, would differ.
+TEST_P(HookWorlds, AllreduceHookGivesDdpsOwnAverageBitForBit) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
+    bool ok = true;
+    for (const bool overlap : {true, false}) {
+      TwoLayers plain, hooked;
+      const dist::DdpOptions options{.bucket_cap_mb = 0.0002, .overlap = overlap};  // 3 buckets
+      dist::DistributedDataParallel ddp(plain.parameters(), options);
+      dist::DistributedDataParallel with_hook(hooked.parameters(), options);
+      with_hook.register_comm_hook(dist::default_group(), dist::allreduce_hook);
+      for (int step = 0; step < 3; ++step) {
+        fill_grads(plain.parameters(), rank, step);
+        fill_grads(hooked.parameters(), rank, step);
+        ddp.average_gradients();
+        with_hook.average_gradients();
+        for (std::size_t k = 0; k < 4; ++k) {
+          ok = same_bits(plain.parameters()[k]->grad, hooked.parameters()[k]->grad) && ok;
+        }
+      }
+      std::printf("overlap %d: %zu buckets, bytes %lld (hook) and %lld (DDP's own)\n", overlap,
+                  ddp.buckets().size(), static_cast<long long>(with_hook.bytes_sent()),
+                  static_cast<long long>(ddp.bytes_sent()));
+      ok = ok && ddp.buckets().size() == 3 && with_hook.bytes_sent() == ddp.bytes_sent();
+    }
+    return ok ? 0 : 1;
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, HookWorlds, ::testing::Values(1, 2, 3),
+                         [](const auto& p) { return "world" + std::to_string(p.param); });
+
+// Every rank's gradient is (rank + 1) u v^T: the mean, (W + 1) / 2 u v^T, has rank 1, so
+// PowerSGD at rank 1 sends it exactly (to float32 rounding) however it starts Q.
+TEST_P(HookWorlds, PowerSgdBringsARankOneMeanThroughIntact) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
+    TwoLayers m;
+    dist::DistributedDataParallel ddp(m.parameters());
+    dist::PowerSGDState state({.start_powerSGD_iter = 2});
+    ddp.register_comm_hook(state, dist::powerSGD_hook);
+    double worst = 0;
+    for (int step = 0; step < 4; ++step) {
+      for (dist::Parameter* p : m.parameters()) {
+        const std::vector<std::int64_t> shape = p->sizes();
+        const std::int64_t cols = p->data.numel() / shape[0];
+        for (std::int64_t i = 0; i < p->data.numel(); ++i) {
+          const double u = 1 + (i / cols) % 5, v = 0.5 - (i % cols) % 3;
+          p->grad.set(i, (rank + 1) * u * v);
+        }
+      }
+      ddp.average_gradients();
+      for (dist::Parameter* p : m.parameters()) {
+        const std::int64_t cols = p->data.numel() / p->sizes()[0];
+        for (std::int64_t i = 0; i < p->data.numel(); ++i) {
+          const double want = (world + 1) / 2.0 * (1 + (i / cols) % 5) * (0.5 - (i % cols) % 3);
+          worst = std::max(worst, std::abs(p->grad.item(i) - want));
+        }
+      }
+    }
+    std::printf("largest error %.3g after %lld steps\n", worst,
+                static_cast<long long>(state.iter()));
+    return worst < 1e-5 && state.iter() == 4 ? 0 : 1;
+  }));
+}
+
+// The first start_powerSGD_iter steps are allreduce_hook's, bit for bit; the next one compresses.
+TEST(PowerSgd, WarmsUpWithPlainAllReducesForStartPowerSgdIterSteps) {
+  expect_all_ok(run_group(2, {.timeout = 30s}, [](int rank) {
+    TwoLayers plain, compressed;
+    dist::DistributedDataParallel ddp(plain.parameters());
+    dist::DistributedDataParallel with_hook(compressed.parameters());
+    dist::PowerSGDState state({.start_powerSGD_iter = 3});
+    with_hook.register_comm_hook(state, dist::powerSGD_hook);
+    std::string same;
+    for (int step = 0; step < 4; ++step) {
+      fill_grads(plain.parameters(), rank, step);
+      fill_grads(compressed.parameters(), rank, step);
+      ddp.average_gradients();
+      with_hook.average_gradients();
+      same += same_bits(plain.a.weight().grad, compressed.a.weight().grad) ? "=" : "~";
+    }
+    std::printf("steps: %s, iter %lld\n", same.c_str(), static_cast<long long>(state.iter()));
+    return same == "===~" && state.iter() == 4 ? 0 : 1;
+  }));
+}
+
+// PowerSGD's bytes per step: at rank 1 the 12 x 16 weight sends 12 + 16 values, the 4 x 12 one
+// 4 + 12 ((4 + 12) * 2 < 48), and the 16 bias values go whole: 60 values in three all_reduces
+// instead of 256. At rank 2 the 4 x 12 weight no longer pays ((4 + 12) * 2 * 2 >= 48): 2 * 28
+// for the first, 64 whole values, 120 in all. On Gloo's one-step exchange each value costs
+// 4 (W - 1) bytes. The statistics count the same values.
+TEST_P(HookWorlds, PowerSgdSendsTheClosedFormsBytes) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
+    bool ok = true;
+    for (const int r : {1, 2}) {
+      TwoLayers m;
+      dist::DistributedDataParallel ddp(m.parameters());
+      dist::PowerSGDState state({.matrix_approximation_rank = r, .start_powerSGD_iter = 2});
+      ddp.register_comm_hook(state, dist::powerSGD_hook);
+      std::vector<std::int64_t> per_step;
+      for (int step = 0; step < 4; ++step) {
+        fill_grads(m.parameters(), rank, step);
+        const std::int64_t before = ddp.bytes_sent();
+        ddp.average_gradients();
+        per_step.push_back(ddp.bytes_sent() - before);
+      }
+      const std::int64_t compressed = r == 1 ? 60 : 120;
+      const std::int64_t full = all_reduce_bytes(256, world, rank);
+      // Three calls: the whole values, P, Q.
+      const std::int64_t want =
+          r == 1 ? all_reduce_bytes(16, world, rank) + all_reduce_bytes(16, world, rank) +
+                       all_reduce_bytes(28, world, rank)
+                 : all_reduce_bytes(64, world, rank) + all_reduce_bytes(24, world, rank) +
+                       all_reduce_bytes(32, world, rank);
+      const auto stats = state.compression_stats();
+      std::printf("r=%d: bytes per step %lld %lld %lld %lld; stats %lld -> %lld\n", r,
+                  static_cast<long long>(per_step[0]), static_cast<long long>(per_step[1]),
+                  static_cast<long long>(per_step[2]), static_cast<long long>(per_step[3]),
+                  static_cast<long long>(stats.numel_before),
+                  static_cast<long long>(stats.numel_after));
+      ok = ok && per_step == std::vector<std::int64_t>{full, full, want, want} &&
+           want == compressed * 4 * (world - 1) && stats.numel_before == 2 * 256 &&
+           stats.numel_after == 2 * compressed && stats.rate == 256.0 / compressed;
+    }
+    return ok ? 0 : 1;
+  }));
+}
+
+// On the ring: P of a 40,000 x 4 matrix at rank 1 is 40,000 values, above the one-step exchange.
+TEST(PowerSgd, SendsTheRingsBytesForALargeP) {
+  expect_all_ok(run_group(3, {.timeout = 60s}, [](int rank) {
+    dist::Parameter w{"weight",
+                      dist::Tensor(160000, dist::kFloat32),
+                      dist::Tensor(160000, dist::kFloat32),
+                      {40000, 4}};
+    dist::DistributedDataParallel ddp({&w});
+    dist::PowerSGDState state({.start_powerSGD_iter = 2});
+    ddp.register_comm_hook(state, dist::powerSGD_hook);
+    std::int64_t last = 0;
+    for (int step = 0; step < 3; ++step) {
+      fill_grads({&w}, rank, step);
+      const std::int64_t before = ddp.bytes_sent();
+      ddp.average_gradients();
+      last = ddp.bytes_sent() - before;
+    }
+    const std::int64_t want = all_reduce_bytes(0, 3, rank) + all_reduce_bytes(40000, 3, rank) +
+                              all_reduce_bytes(4, 3, rank);
+    std::printf("rank %d: %lld bytes, closed form %lld\n", rank, static_cast<long long>(last),
+                static_cast<long long>(want));
+    return last == want ? 0 : 1;
+  }));
+}
+
+TEST(CommHooks, ASecondHookOrAHookAfterTheFirstStepIsAConfigError) {
+  expect_all_ok(run_group(1, {.timeout = 30s}, [](int) {
+    TwoLayers m;
+    dist::DistributedDataParallel ddp(m.parameters());
+    ddp.register_comm_hook(dist::default_group(), dist::allreduce_hook);
+    const std::string twice =
+        config_error([&] { ddp.register_comm_hook(dist::default_group(), dist::allreduce_hook); });
+    TwoLayers n;
+    dist::DistributedDataParallel late(n.parameters());
+    late.average_gradients();
+    const std::string after =
+        config_error([&] { late.register_comm_hook(dist::default_group(), dist::allreduce_hook); });
+    std::printf("%s\n%s\n", twice.c_str(), after.c_str());
+    return contains(twice, "a hook is already registered") &&
+                   contains(twice, "can only be called once") &&
+                   contains(after, "register it before the first backward")
+               ? 0
+               : 1;
+  }));
+}
+
+TEST(PowerSgd, StateRefusesStartPowerSgdIterOneWithErrorFeedbackOrWarmStart) {
+  EXPECT_TRUE(contains(config_error([] { dist::PowerSGDState s({.start_powerSGD_iter = 1}); }),
+                       "start_powerSGD_iter = 1 must be > 1"));
+  EXPECT_TRUE(contains(
+      config_error([] { dist::PowerSGDState s({.start_powerSGD_iter = 0, .warm_start = false}); }),
+      "start_powerSGD_iter = 0 must be > 1"));
+  EXPECT_EQ(config_error([] {
+              dist::PowerSGDState s(
+                  {.start_powerSGD_iter = 0, .use_error_feedback = false, .warm_start = false});
+            }),
+            "no ConfigError");
+  EXPECT_TRUE(
+      contains(config_error([] { dist::PowerSGDState s({.matrix_approximation_rank = 0}); }),
+               "matrix_approximation_rank = 0 must be 1 or more"));
+}
+
+}  // namespace
