@@ -31,6 +31,10 @@
 //     torch's Gram-Schmidt (torch 1.13 takes a QR factorisation instead for r > 2, whose columns
 //     may differ in sign: P Q^T, the result, does not). The first start_powerSGD_iter steps
 //     (torch's default 1,000) run allreduce_hook instead, for a warm-up at full precision.
+//     Norms, dot products and matrix products are summed in torch 1.13's order on an x86 CPU
+//     with AVX2, so with r <= 2 a step matches torch's bit for bit while each product of a
+//     matrix by P or Q takes under 400 multiply-adds (beyond that torch's bmm calls a BLAS
+//     whose order may differ in the last bits: tests/parity/comm_hooks_parity.py).
 //
 // Bytes per step, each bucket a separate set of calls (ProcessGroup::bytes_sent;
 // tests/multiprocess/comm_hooks_test.cpp measures them): allreduce_hook sends what DDP sends

@@ -2,6 +2,7 @@
 #include "dist/comm_hooks.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -90,19 +91,102 @@ struct Compressed {
   std::int64_t offset, n, m, r, p_at, q_at;
 };
 
+// torch 1.13's float32 reductions on an x86 CPU with AVX2, in their order, so that PowerSGD's
+// small matrices come out bit for bit (tests/parity/comm_hooks_parity.py):
+//   * the norm of a contiguous vector (a column of a one-column matrix): 8 lanes, each a fused
+//     multiply-add of the squares of every 8th value, the lanes added in order, then the tail:
+//     its multiples of 4 added as rounded squares, the rest fused;
+//   * the norm of a strided column: one fused multiply-add per value, in order;
+//   * a sum of a contiguous vector: torch's cascade of 8-lane partial sums, four at a time
+//     (aten's vectorized_inner_sum and multi_row_sum), the tail first, then the lanes.
+float fused_square_add(float x, float acc) {
+  return std::fma(x, x, acc);
+}
+
+float norm_contiguous(const float* x, std::int64_t n) {
+  float lanes[8] = {};
+  std::int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    for (int j = 0; j < 8; ++j) lanes[j] = fused_square_add(x[d + j], lanes[j]);
+  }
+  float sum = lanes[0];
+  for (int j = 1; j < 8; ++j) sum += lanes[j];
+  const std::int64_t rounded_until = d + (n - d) / 4 * 4;
+  for (; d < rounded_until; ++d) {
+    const float square = x[d] * x[d];
+    sum += square;
+  }
+  for (; d < n; ++d) sum = fused_square_add(x[d], sum);
+  return std::sqrt(sum);
+}
+
+float norm_strided(const float* x, std::int64_t n, std::int64_t stride) {
+  float sum = 0;
+  for (std::int64_t k = 0; k < n; ++k) sum = fused_square_add(x[k * stride], sum);
+  return std::sqrt(sum);
+}
+
+float sum_contiguous(const float* x, std::int64_t n) {
+  using Lanes = std::array<float, 8>;
+  auto add = [](Lanes& into, const Lanes& more) {
+    for (int l = 0; l < 8; ++l) into[l] += more[l];
+  };
+  auto vec = [&](std::int64_t v) {
+    Lanes out;
+    std::copy(x + 8 * v, x + 8 * v + 8, out.begin());
+    return out;
+  };
+  const std::int64_t vectors = n / 8, groups = vectors / 4;
+  // multi_row_sum: four rows of vectors, partial sums in levels of 2^level_power groups.
+  constexpr int kLevels = 4;
+  std::int64_t ceil_log2 = 0;
+  while ((std::int64_t{1} << ceil_log2) < groups) ++ceil_log2;
+  const std::int64_t level_power = std::max<std::int64_t>(4, ceil_log2 / kLevels);
+  const std::int64_t level_step = std::int64_t{1} << level_power, level_mask = level_step - 1;
+  std::array<std::array<Lanes, 4>, kLevels> acc{};
+  std::int64_t i = 0;
+  while (i + level_step <= groups) {
+    for (std::int64_t j = 0; j < level_step; ++j, ++i) {
+      for (int k = 0; k < 4; ++k) add(acc[0][k], vec(4 * i + k));
+    }
+    for (int j = 1; j < kLevels; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        add(acc[j][k], acc[j - 1][k]);
+        acc[j - 1][k] = Lanes{};
+      }
+      if ((i & (level_mask << (j * level_power))) != 0) break;
+    }
+  }
+  for (; i < groups; ++i) {
+    for (int k = 0; k < 4; ++k) add(acc[0][k], vec(4 * i + k));
+  }
+  for (int j = 1; j < kLevels; ++j) {
+    for (int k = 0; k < 4; ++k) add(acc[0][k], acc[j][k]);
+  }
+  Lanes total = acc[0][0];
+  for (std::int64_t v = groups * 4; v < vectors; ++v) add(total, vec(v));
+  for (int k = 1; k < 4; ++k) add(total, acc[0][k]);
+  float sum = 0;
+  for (std::int64_t k = vectors * 8; k < n; ++k) sum += x[k];
+  for (int l = 0; l < 8; ++l) sum += total[l];
+  return sum;
+}
+
 // Gram-Schmidt on the r columns of a rows x r row-major matrix, as torch's
-// _orthogonalize_gram_schmidt: each column divided by its norm (plus epsilon), then taken out of
-// the columns after it. Sums in float32, in order.
+// _orthogonalize_gram_schmidt: each column divided by its norm (plus epsilon), then its part
+// taken out of every later column (the dot products rounded, then summed as torch sums them).
 void orthogonalize(float* a, std::int64_t rows, std::int64_t r, float epsilon) {
+  std::vector<float> products(static_cast<std::size_t>(rows));
   for (std::int64_t i = 0; i < r; ++i) {
-    float squares = 0;
-    for (std::int64_t k = 0; k < rows; ++k) squares += a[k * r + i] * a[k * r + i];
-    const float norm = std::sqrt(squares) + epsilon;
+    const float norm = (r == 1 ? norm_contiguous(a, rows) : norm_strided(a + i, rows, r)) + epsilon;
     for (std::int64_t k = 0; k < rows; ++k) a[k * r + i] /= norm;
     for (std::int64_t j = i + 1; j < r; ++j) {
-      float dot = 0;
-      for (std::int64_t k = 0; k < rows; ++k) dot += a[k * r + i] * a[k * r + j];
-      for (std::int64_t k = 0; k < rows; ++k) a[k * r + j] -= dot * a[k * r + i];
+      for (std::int64_t k = 0; k < rows; ++k) products[k] = a[k * r + i] * a[k * r + j];
+      const float dot = sum_contiguous(products.data(), rows);
+      for (std::int64_t k = 0; k < rows; ++k) {
+        const float part = dot * a[k * r + i];
+        a[k * r + j] -= part;
+      }
     }
   }
 }
