@@ -95,6 +95,31 @@ TEST(Randint, RefusesAnEmptyRangeAndANegativeCount) {
   EXPECT_EQ(dist::randint(0, 10, 0).numel(), 0);
 }
 
+// Under 16 values randn draws float64 pairs and keeps the second value of a pair for the next
+// call, as torch's generator does: two calls of one value give one call of two, and a reseed
+// forgets the kept value. (Its values against torch's: tests/unit/randn_parity.py.)
+TEST(Randn, KeepsTheSecondValueOfAPairForTheNextCall) {
+  dist::Generator one(7), two(7);
+  const dist::Tensor pair = dist::randn(2, two);
+  EXPECT_EQ(dist::randn(1, one).item(0), pair.item(0));
+  EXPECT_EQ(dist::randn(1, one).item(0), pair.item(1));
+  one.manual_seed(7);
+  EXPECT_EQ(dist::randn(1, one).item(0), pair.item(0));
+  EXPECT_THROW(dist::randn(-1, one), dist::ConfigError);
+  EXPECT_EQ(dist::randn(0, one).numel(), 0);
+}
+
+// NumPy's legacy randint: 32-bit draws masked to the smallest 2^k - 1 covering high - 1, redrawn
+// above it. For high = 2^30 the mask keeps 30 bits and nothing is redrawn.
+TEST(NumpyRandomState, MasksEachDrawAndRedrawsAboveTheRange) {
+  dist::NumpyRandomState state(5);
+  std::mt19937 reference(5);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(state.randint(std::int64_t{1} << 30), reference() & ((1U << 30) - 1));
+  }
+  EXPECT_THROW(state.randint(0), dist::ConfigError);
+}
+
 // The base seed of a DataLoader's workers, against an independent std::mt19937 (two draws, high
 // word first, low 63 bits) and against torch 1.13's own answers:
 //   torch.manual_seed(s); torch.empty((), dtype=torch.int64).random_().item()
