@@ -1,9 +1,11 @@
 // The C++ half of tensor_repr_parity.py: reads "dtype[@device] v1 v2 ..." lines from stdin (dtype
-// one of float32 float64 int32 int64; device as torch spells it, e.g. cuda:0; values as Python's
-// repr writes them, "nan"/"inf"/"-inf" allowed), and prints each tensor's repr() followed by a
-// line "---". A device is printed as if the tensor lived there (repr_as_if_on), so the device
-// suffix is checked on machines without a GPU. Values are parsed straight into the
+// one of float32 float64 int32 int64 float16 bfloat16; device as torch spells it, e.g. cuda:0;
+// values as Python's repr writes them, "nan"/"inf"/"-inf" allowed), and prints each tensor's repr()
+// followed by a line "---". A device is printed as if the tensor lived there (repr_as_if_on), so
+// the device suffix is checked on machines without a GPU. Values are parsed straight into the
 // element type, so int64 beyond 2^53 and every float32 survive the text round trip exactly.
+// float16 and bfloat16 values are parsed as float64 and cast with .to(dtype), as torch.tensor
+// casts the Python floats it is given, so the rounding is checked along with the printing.
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -31,8 +33,10 @@ dist::Tensor parse_values(const std::string& dtype, std::istringstream& tokens) 
   if (dtype == "float64") return parse_tensor<double>(tokens);
   if (dtype == "int32") return parse_tensor<std::int32_t>(tokens);
   if (dtype == "int64") return parse_tensor<std::int64_t>(tokens);
+  if (dtype == "float16") return parse_tensor<double>(tokens).to(dist::kFloat16);
+  if (dtype == "bfloat16") return parse_tensor<double>(tokens).to(dist::kBFloat16);
   throw dist::ConfigError("tensor_repr_driver: unknown dtype '" + dtype +
-                          "'; expected float32, float64, int32 or int64");
+                          "'; expected float32, float64, int32, int64, float16 or bfloat16");
 }
 
 std::string repr_of_line(const std::string& line) {

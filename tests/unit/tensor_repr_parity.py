@@ -25,13 +25,18 @@ from parity_harness import compare, run_driver  # beside this file
 
 SEED = 1013  # fixed so that every run checks the same cases
 NUM_RANDOM_CASES = 400
+NUM_RANDOM_HALF_CASES = 200  # drawn after the others, from a generator of their own
 
 DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
     "int32": torch.int32,
     "int64": torch.int64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
 }
+FOUR_DTYPES = ["float32", "float64", "int32", "int64"]  # the random cases' first dtypes
+HALF_DTYPES = ["float16", "bfloat16"]
 INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 SPECIALS = [0.0, -0.0, float("nan"), float("inf"), float("-inf")]
 
@@ -70,6 +75,29 @@ HAND_PICKED = [
     ("int64", list(range(1000))),  # the largest unsummarized tensor
     ("int64", list(range(1001))),  # the smallest summarized one
     ("float32", [float("nan")] * 1001),
+    # float16 and bfloat16: torch.tensor rounds the Python floats (float64 -> float32 -> 16 bits,
+    # to nearest even), then prints the float32 values of the result.
+    ("float16", []),
+    ("bfloat16", []),
+    ("float16", [1.5, 2.0]),
+    ("float16", [0.0, -0.0, float("nan"), float("inf"), float("-inf")]),
+    ("bfloat16", [-0.0, float("nan"), 1.0]),
+    ("float16", [0.1, 1 / 3, 2 / 3, 0.7]),  # rounded differently by the two 16-bit formats
+    ("bfloat16", [0.1, 1 / 3, 2 / 3, 0.7]),
+    ("float16", [1 + 2**-11, 1 + 3 * 2**-11, 2049.0, 2051.0]),  # ties: to the even neighbour
+    ("bfloat16", [1 + 2**-8, 1 + 3 * 2**-8, 257.0, 259.0]),
+    ("float16", [1 + 2**-11 + 2**-40]),  # float32 first makes it a tie: 1., not 1.0010
+    ("float16", [6e-8, 2**-24, 2**-25, 3 * 2**-25, 2**-14 - 2**-25, 1e-5]),  # subnormals
+    ("bfloat16", [1e-40, 1e-45, 1e-38, 3.0]),
+    ("float16", [65504.0, 65519.0]),  # both the largest finite value
+    ("float16", [65520.0, -1e5, 1.0]),  # overflow to inf
+    ("bfloat16", [3.3895313892515355e38, 3.4e38, 1e39]),
+    ("bfloat16", [1e8, 1.0]),  # above 1e8: scientific
+    ("float16", [1000.0, 1.0]),
+    ("float16", [1001.0, 1.0]),
+    ("float16", [0.5] * 20),
+    ("float16", list(range(1001))),
+    ("bfloat16", [i * 0.37 for i in range(1100)]),
 ]
 
 
@@ -137,10 +165,17 @@ def random_int_values(rng, dtype, size):
     return [draw() for _ in range(size)]
 
 
+def random_half_cases(rng):
+    """float16 and bfloat16 cases: the float flavours' values as float64, which torch.tensor and
+    the driver both round."""
+    return [(HALF_DTYPES[i % 2], random_float_values(rng, "float64", random_size(rng)))
+            for i in range(NUM_RANDOM_HALF_CASES)]
+
+
 def random_cases(rng):
     cases = []
     for i in range(NUM_RANDOM_CASES):
-        dtype = sorted(DTYPES)[i % len(DTYPES)]
+        dtype = sorted(FOUR_DTYPES)[i % len(FOUR_DTYPES)]
         size = random_size(rng)
         if dtype in INT_RANGES:
             cases.append((dtype, random_int_values(rng, dtype, size)))
@@ -164,6 +199,9 @@ DEVICE_CASES = [
     ("float64", [0.5] * 9, "cuda:12"),
     ("int32", [12345] * 9, "cuda:0"),  # the last line is short again: both suffixes fit on it
     ("int64", list(range(2000)), "cuda:3"),
+    ("float16", [1.5, 2.0], "cuda:0"),
+    ("bfloat16", [], "cuda:0"),
+    ("bfloat16", [0.5] * 9, "cuda:0"),
 ]
 
 
@@ -188,6 +226,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(f"usage: {sys.argv[0]} path/to/tensor_repr_driver")
     cases = [(d, v, None) for d, v in HAND_PICKED + random_cases(random.Random(SEED))]
+    cases += [(d, v, None) for d, v in random_half_cases(random.Random(SEED + 1))]
     cases += DEVICE_CASES
     lines = [dtype + (f"@{device}" if device else "") + "".join(" " + repr(v) for v in values)
              for dtype, values, device in cases]

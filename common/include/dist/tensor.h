@@ -6,6 +6,22 @@
 // `tensor([1.5000, 2.0000])`, `tensor([1, 2], dtype=torch.int32)`,
 // `tensor([4, 6], device='cuda:0')`), and `.to(device)` between the CPU and a GPU.
 //
+// Six dtypes: float32 (the default), float64, int32, int64, and the 16-bit float16 and bfloat16
+// of mixed-precision training (their element types dist::Half and dist::BFloat16, with their
+// ranges and precision, are in dist/half.h). The 16-bit ones behave as torch's do on the CPU:
+//   * a cast to them rounds to nearest, ties to even (float64 goes through float32 first, as in
+//     torch), and overflows to inf: `dist::full(1, 65520.0).to(dist::kFloat16)` is inf;
+//   * full/fill_/set refuse a finite value beyond the largest finite one (65504 for float16), as
+//     torch does with "value cannot be converted to type at::Half without overflow";
+//   * arithmetic between two float16 tensors stays float16, each element computed in float32
+//     and rounded once per operation; a Python-float scalar keeps the dtype and is rounded to it
+//     first (torch 1.13: `half_tensor * 0.1` multiplies by 0.0999755859375. Newer torch reads the
+//     scalar of `*` and `/` in float32 instead; checked in main's BinaryOpsKernel.cpp);
+//   * float16 with bfloat16 gives float32 (torch.promote_types), with float32 or float64 the
+//     wider type, with an integer the 16-bit type;
+//   * printing converts to float32 first, as torch's _tensor_str does, and names the dtype:
+//     `tensor([1.5000, 2.0000], dtype=torch.float16)`.
+//
 // What it leaves out: more than one dimension, views and strides, autograd. Two deliberate
 // differences from torch:
 //   * copying a dist::Tensor copies its data (value semantics), because shared storage behind a
@@ -32,27 +48,31 @@
 
 #include "dist/check.h"
 #include "dist/device.h"
+#include "dist/half.h"
 
 namespace dist {
 
-enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+// The numbers are on the wire (the Gloo mesh's headers): a new dtype goes at the end.
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16 };
 
 inline constexpr DType kFloat32 = DType::kFloat32;
 inline constexpr DType kFloat64 = DType::kFloat64;
 inline constexpr DType kInt32 = DType::kInt32;
 inline constexpr DType kInt64 = DType::kInt64;
+inline constexpr DType kFloat16 = DType::kFloat16;    // torch.float16 (torch.half)
+inline constexpr DType kBFloat16 = DType::kBFloat16;  // torch.bfloat16
 
 std::size_t element_size(DType dtype);
 bool is_floating_point(DType dtype);
 std::string_view dtype_name(DType dtype);  // "torch.float32", ... as torch spells them
-DType promote_types(DType a, DType b);     // torch.promote_types for these four dtypes
+DType promote_types(DType a, DType b);     // torch.promote_types for these six dtypes
 
 namespace detail {
-// Throws dist::Error naming the bad value and the four dtypes; `who` ("dist::Tensor: ", or "")
+// Throws dist::Error naming the bad value and the six dtypes; `who` ("dist::Tensor: ", or "")
 // opens the message.
 [[noreturn]] void throw_invalid_dtype(DType dtype, std::string_view who);
 // How a hint spells the dtype as a constant ("dist::kFloat32") and as the C++ element type that
-// data_ptr<T>() wants ("float"); both throw for a value outside the enum.
+// data_ptr<T>() wants ("float", "dist::Half"); both throw for a value outside the enum.
 std::string_view dtype_constant_name(DType dtype);
 std::string_view dtype_cpp_name(DType dtype);
 }  // namespace detail
@@ -73,6 +93,10 @@ constexpr decltype(auto) visit_dtype(DType dtype, F&& f) {
       return f(std::type_identity<std::int32_t>{});
     case DType::kInt64:
       return f(std::type_identity<std::int64_t>{});
+    case DType::kFloat16:
+      return f(std::type_identity<Half>{});
+    case DType::kBFloat16:
+      return f(std::type_identity<BFloat16>{});
   }
   detail::throw_invalid_dtype(dtype, "");
 }
@@ -81,7 +105,7 @@ constexpr decltype(auto) visit_dtype(DType dtype, F&& f) {
 // It runs at compile time, so for any other T the build stops at the throw below.
 template <typename T>
 consteval DType dtype_of() {
-  for (DType dtype : {kFloat32, kFloat64, kInt32, kInt64}) {
+  for (DType dtype : {kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16}) {
     if (visit_dtype(dtype,
                     []<typename U>(std::type_identity<U>) { return std::is_same_v<U, T>; })) {
       return dtype;
@@ -180,11 +204,15 @@ class Tensor {
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
 
-  // Element i as a double (exact for every int32 and for int64 up to 2^53), and assignment.
+  // Element i as a double (exact for every int32 and for int64 up to 2^53), and assignment
+  // (converted as .to(dtype) converts; a float16/bfloat16 tensor refuses a finite value beyond
+  // its range, as torch does).
   double item(std::int64_t i) const;
   void set(std::int64_t i, double value);
 
-  Tensor to(DType dtype) const;  // converts as torch's .to(dtype) does (float -> int truncates)
+  // Converts as torch's .to(dtype) does: float -> int truncates, to float16/bfloat16 rounds to
+  // nearest even (float64 via float32) and overflows to inf.
+  Tensor to(DType dtype) const;
   Tensor clone() const { return *this; }
   void fill_(double value);
   void copy_(const Tensor& src);  // same numel; converts dtype

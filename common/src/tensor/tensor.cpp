@@ -58,15 +58,40 @@ float narrow_to_float(double value) {
 }
 
 // One element converted as torch's .to(dtype) converts it. Int -> int wraps modulo 2^bits (C++20
-// defines that), int -> float rounds to nearest.
+// defines that), int -> float rounds to nearest. Anything -> float16/bfloat16 goes through float,
+// as c10's conversions do (c10::Half and c10::BFloat16 are constructed from a float only), so
+// float64 -> float16 rounds twice; int -> float is exact below 2^24, past float16's range.
 template <typename To, typename From>
 To convert(From value) {
-  if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    return float_to_int<To>(value);
+  if constexpr (std::is_integral_v<To> && is_floating_element_v<From>) {
+    return float_to_int<To>(static_cast<double>(value));
   } else if constexpr (std::is_same_v<To, float> && std::is_same_v<From, double>) {
     return narrow_to_float(value);
+  } else if constexpr (SixteenBitFloat<To> && std::is_same_v<From, double>) {
+    return To(narrow_to_float(value));
+  } else if constexpr (SixteenBitFloat<To>) {
+    return To(static_cast<float>(value));
   } else {
     return static_cast<To>(value);
+  }
+}
+
+// A value given as a number (full, fill_, set) must fit the 16-bit dtypes: torch refuses a finite
+// one beyond the largest finite value, where a cast (.to) would round it to inf, and says "value
+// cannot be converted to type at::Half without overflow" (c10's `overflows` in Half.h, 1.13).
+// infinities and NaN pass, as in torch.
+template <typename T>
+void check_fits(double value) {
+  if constexpr (SixteenBitFloat<T>) {
+    constexpr bool kHalf = std::is_same_v<T, Half>;
+    constexpr double kMax = static_cast<float>(T::from_bits(kHalf ? 0x7bff : 0x7f7f));
+    if (std::isfinite(value) && std::fabs(value) > kMax) {
+      throw Error("dist::Tensor: value " + shortest_text(value) + " cannot be converted to " +
+                  std::string(dtype_name(dtype_of<T>())) + " without overflow (torch: \"value " +
+                  "cannot be converted to type at::" + (kHalf ? "Half" : "BFloat16") +
+                  " without overflow\"); its largest finite value is " + shortest_text(kMax) +
+                  ". Scale the value down, or use dist::kFloat32");
+    }
   }
 }
 
@@ -79,10 +104,8 @@ using Multiply = util::WrappingMultiply;
 // torch's `/` is true division: its operands are always converted to a floating dtype first, so
 // x / 0 is inf or nan, never undefined behaviour.
 struct TrueDivide {
-  template <std::floating_point T>
-  T operator()(T a, T b) const {
-    return a / b;
-  }
+  template <typename T>
+  requires is_floating_element_v<T> T operator()(T a, T b) const { return a / b; }
 };
 
 // Dispatches on a result dtype, instantiating only the element types `Op` is defined for.
@@ -296,7 +319,7 @@ Tensor Tensor::arange(std::int64_t n, DType dtype, Device device) {
   Tensor t(n, dtype);
   visit_dtype(dtype, [&]<typename T>(std::type_identity<T>) {
     T* p = t.data_ptr<T>();
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(i);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = convert<T>(i);
   });
   if (!device.is_cpu()) return t.to(device);
   return t;  // moved out, not copied (a ?: of t would copy it)
@@ -326,8 +349,10 @@ void Tensor::set(std::int64_t i, double value) {
                 " elements; valid indices are 0..numel()-1");
   }
   if (is_cuda()) return assign_slice(i, full(1, value, dtype_));
-  visit_dtype(dtype_,
-              [&]<typename T>(std::type_identity<T>) { data_ptr<T>()[i] = convert<T>(value); });
+  visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
+    check_fits<T>(value);
+    data_ptr<T>()[i] = convert<T>(value);
+  });
 }
 
 Tensor Tensor::to(DType dtype) const {
@@ -347,6 +372,7 @@ Tensor Tensor::to(DType dtype) const {
 void Tensor::fill_(double value) {
   if (is_cuda()) return assign_slice(0, full(numel_, value, dtype_));
   visit_dtype(dtype_, [&]<typename T>(std::type_identity<T>) {
+    check_fits<T>(value);
     std::fill_n(data_ptr<T>(), numel_, convert<T>(value));
   });
 }

@@ -1,4 +1,4 @@
-// The four dtypes in one table: how torch and C++ code spell each one, its size and whether it is
+// The six dtypes in one table: how torch and C++ code spell each one, its size and whether it is
 // floating, each written once; and the dtype functions of dist/tensor.h that read a row
 // (element_size, is_floating_point, dtype_name, detail::dtype_constant_name and dtype_cpp_name) and
 // torch's promotion rule. Which C++ type holds a dtype's elements is not in the table but in
@@ -37,7 +37,7 @@ constexpr DTypeInfo describe(DType dtype, std::string_view torch_name,
                      .constant_name = constant_name,
                      .cpp_name = cpp_name,
                      .size = sizeof(T),
-                     .is_floating = std::is_floating_point_v<T>};
+                     .is_floating = is_floating_element_v<T>};
   });
 }
 
@@ -46,6 +46,8 @@ constexpr DTypeInfo kDTypes[] = {
     describe(kFloat64, "torch.float64", "dist::kFloat64", "double"),
     describe(kInt32, "torch.int32", "dist::kInt32", "std::int32_t"),
     describe(kInt64, "torch.int64", "dist::kInt64", "std::int64_t"),
+    describe(kFloat16, "torch.float16", "dist::kFloat16", "dist::Half"),
+    describe(kBFloat16, "torch.bfloat16", "dist::kBFloat16", "dist::BFloat16"),
 };
 
 // nullptr for a value outside the enum.
@@ -60,7 +62,7 @@ namespace detail {
 
 void throw_invalid_dtype(DType dtype, std::string_view who) {
   throw Error(std::string(who) + "invalid dtype value " + std::to_string(static_cast<int>(dtype)) +
-              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64");
+              "; use one of dist::kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16");
 }
 
 }  // namespace detail
@@ -102,9 +104,11 @@ std::string_view dtype_name(DType dtype) {
 }
 
 DType promote_types(DType a, DType b) {
-  // Floating beats integer whatever the widths (int64 + float32 is float32); within a kind, the
-  // wider type wins.
+  // Floating beats integer whatever the widths (int64 + float16 is float16); within a kind, the
+  // wider type wins. float16 and bfloat16 have the same width and neither holds the other (one
+  // has the range, the other the precision): torch promotes the pair to float32.
   if (is_floating_point(a) != is_floating_point(b)) return is_floating_point(a) ? a : b;
+  if ((a == kFloat16 && b == kBFloat16) || (a == kBFloat16 && b == kFloat16)) return kFloat32;
   return element_size(a) >= element_size(b) ? a : b;
 }
 

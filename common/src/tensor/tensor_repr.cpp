@@ -129,8 +129,9 @@ FormattedElements format_integers(const std::vector<std::int64_t>& values) {
 
 FormattedElements format_elements(const Tensor& t) {
   return visit_dtype(t.dtype(), [&]<typename T>(std::type_identity<T>) {
-    // torch formats floats through Python floats, i.e. float32 values widened to double.
-    if constexpr (std::is_floating_point_v<T>) {
+    // torch formats floats through Python floats, i.e. float32 values widened to double; it
+    // converts float16 and bfloat16 tensors to float32 first (exact), so they print the same way.
+    if constexpr (is_floating_element_v<T>) {
       return format_floats(shown_values<double>(t.data_ptr<T>(), t.numel()));
     } else {
       return format_integers(shown_values<std::int64_t>(t.data_ptr<T>(), t.numel()));
@@ -194,7 +195,7 @@ std::string repr_as_if_on(const Tensor& host, Device shown) {
     text += vector_text(elements.items, elements.width);
     // float32 and int64 are what torch.tensor infers from Python floats and ints; the others are
     // named.
-    shows_dtype = host.dtype() == kInt32 || host.dtype() == kFloat64;
+    shows_dtype = host.dtype() != kFloat32 && host.dtype() != kInt64;
   }
   if (shows_dtype) suffixes.push_back("dtype=" + std::string(dtype_name(host.dtype())));
   return add_suffixes(std::move(text), suffixes);
