@@ -4,6 +4,7 @@
 // (Parity with torch 1.13's hooks: tests/parity/comm_hooks_parity.py.)
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "dist/comm_hooks.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
+#include "dist/half.h"
 #include "errors.h"
 #include "ranks.h"
 
@@ -46,16 +48,16 @@ bool same_bits(const dist::Tensor& a, const dist::Tensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
-// Bytes one rank sends for an all_reduce of n float32 values on the Gloo backend
-// (backends/gloo_mesh.h): the one-step exchange up to 32,778 values, the ring above.
-std::int64_t all_reduce_bytes(std::int64_t n, int world, int rank) {
+// Bytes one rank sends for an all_reduce of n values of e bytes on the Gloo backend
+// (backends/gloo_mesh.h): the one-step exchange up to 128 KiB + 40 bytes, the ring above.
+std::int64_t all_reduce_bytes(std::int64_t n, int world, int rank, std::int64_t e = 4) {
   if (world == 1 || n == 0) return 0;
-  if (n <= 32778) return 4 * n * (world - 1);
+  if (e * n <= 128 * 1024 + 40) return e * n * (world - 1);
   auto segment = [&](int s) {  // elements [n s / W, n (s + 1) / W) of the ring's segment s
     s %= world;
     return n * (s + 1) / world - n * s / world;
   };
-  return 4 * (2 * n - segment(rank) - segment((rank + 1) % world));
+  return e * (2 * n - segment(rank) - segment((rank + 1) % world));
 }
 
 class HookWorlds : public ::testing::TestWithParam<int> {};
@@ -91,6 +93,92 @@ TEST_P(HookWorlds, AllreduceHookGivesDdpsOwnAverageBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, HookWorlds, ::testing::Values(1, 2, 3),
                          [](const auto& p) { return "world" + std::to_string(p.param); });
+
+// fp16_compress_hook and bf16_compress_hook, value by value: each rank's gradient cast to the
+// small type, divided by W there, the W pieces added in rank order (as the Gloo mesh adds them)
+// and cast back. Value 0 is 70000 (r + 1): beyond float16's range, so it is inf however small
+// the average, because torch casts before it divides. Values 1-2 are below float16's normal range.
+template <typename T>
+float compressed_mean(const std::vector<float>& per_rank) {
+  const T world(static_cast<float>(per_rank.size()));
+  T sum = T(per_rank[0]) / world;
+  for (std::size_t r = 1; r < per_rank.size(); ++r) sum = sum + T(per_rank[r]) / world;
+  return static_cast<float>(sum);
+}
+
+float compressed_grad(int rank, std::int64_t k, int step) {
+  if (k == 0) return 70000.0f * static_cast<float>(rank + 1);
+  if (k <= 2) return 3e-7f * static_cast<float>(k + rank) + 1e-8f * static_cast<float>(step);
+  dist::Generator g(static_cast<std::uint64_t>(1000 * step + rank));
+  return static_cast<float>(dist::randn(k % 15 + 1, g).item(k % 15));
+}
+
+TEST_P(HookWorlds, CompressHooksCastDivideAndSumInSixteenBits) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
+    bool ok = true;
+    for (const bool bf16 : {false, true}) {
+      TwoLayers m;
+      dist::DistributedDataParallel ddp(m.parameters());
+      ddp.register_comm_hook(dist::default_group(),
+                             bf16 ? dist::bf16_compress_hook : dist::fp16_compress_hook);
+      std::int64_t mismatches = 0;
+      for (int step = 0; step < 2; ++step) {
+        for (dist::Parameter* p : m.parameters()) {
+          for (std::int64_t k = 0; k < p->grad.numel(); ++k) {
+            p->grad.set(k, compressed_grad(rank, k, step));
+          }
+        }
+        ddp.average_gradients();
+        for (dist::Parameter* p : m.parameters()) {
+          for (std::int64_t k = 0; k < p->grad.numel(); ++k) {
+            std::vector<float> per_rank;
+            for (int r = 0; r < world; ++r) per_rank.push_back(compressed_grad(r, k, step));
+            const float want = bf16 ? compressed_mean<dist::BFloat16>(per_rank)
+                                    : compressed_mean<dist::Half>(per_rank);
+            const auto got = static_cast<float>(p->grad.item(k));
+            if (std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(want)) {
+              ++mismatches;
+            }
+          }
+        }
+      }
+      std::printf("%s: %lld values differ; value 0 is %g\n", bf16 ? "bf16" : "fp16",
+                  static_cast<long long>(mismatches), m.a.weight().grad.item(0));
+      ok = ok && mismatches == 0 && (bf16 || std::isinf(m.a.weight().grad.item(0)));
+    }
+    return ok ? 0 : 1;
+  }));
+}
+
+// Half the bytes of allreduce_hook: 2 bytes a value, on the one-step exchange (the model's 256
+// values) and on the ring (a bucket of 100,000 values, above the exchange's 65,556).
+TEST_P(HookWorlds, CompressHooksSendHalfTheBytes) {
+  const int world = GetParam();
+  expect_all_ok(run_group(world, {.timeout = 60s}, [&](int rank) {
+    bool ok = true;
+    for (const std::int64_t n : {std::int64_t{256}, std::int64_t{100000}}) {
+      std::vector<std::int64_t> sent;
+      for (const auto hook :
+           {dist::allreduce_hook, dist::fp16_compress_hook, dist::bf16_compress_hook}) {
+        dist::Parameter w{"weight", dist::Tensor(n, dist::kFloat32),
+                          dist::Tensor(n, dist::kFloat32)};
+        dist::DistributedDataParallel ddp({&w});
+        ddp.register_comm_hook(dist::default_group(), hook);
+        fill_grads({&w}, rank, 0);
+        ddp.average_gradients();
+        sent.push_back(ddp.bytes_sent());
+      }
+      std::printf("%lld values: %lld bytes (allreduce), %lld (fp16), %lld (bf16)\n",
+                  static_cast<long long>(n), static_cast<long long>(sent[0]),
+                  static_cast<long long>(sent[1]), static_cast<long long>(sent[2]));
+      ok = ok && sent[0] == all_reduce_bytes(n, world, rank) &&
+           sent[1] == all_reduce_bytes(n, world, rank, 2) && sent[2] == sent[1] &&
+           2 * sent[1] == sent[0];
+    }
+    return ok ? 0 : 1;
+  }));
+}
 
 // Every rank's gradient is (rank + 1) u v^T: the mean, (W + 1) / 2 u v^T, has rank 1, so
 // PowerSGD at rank 1 sends it exactly (to float32 rounding) however it starts Q.

@@ -2,7 +2,7 @@
 // of gradients, as torch.distributed.algorithms.ddp_comm_hooks has them.
 //
 //   dist::DistributedDataParallel ddp(model.parameters());
-//   ddp.register_comm_hook(dist::default_group(), dist::allreduce_hook);  // before training
+//   ddp.register_comm_hook(dist::default_group(), dist::fp16_compress_hook);  // before training
 //   // or PowerSGD, with its state (torch: PowerSGDState(process_group=None, ...)):
 //   dist::PowerSGDState state({.matrix_approximation_rank = 2, .start_powerSGD_iter = 2});
 //   ddp.register_comm_hook(state, dist::powerSGD_hook);
@@ -15,6 +15,12 @@
 // bucket's buffer must hold the averaged gradients, which DDP copies into the parameters' grads.
 //   * allreduce_hook: divide by world_size, all_reduce(SUM). What DDP does without a hook, bit
 //     for bit; its all_reduce starts in backward as the bucket fills, as DDP's own does.
+//   * fp16_compress_hook, bf16_compress_hook: cast the bucket to float16 (bfloat16), divide by
+//     world_size in that type (torch's order: cast first, then divide), all_reduce in half the
+//     bytes, and cast the sum back. Gradients lose precision: float16 keeps 11 significant bits
+//     and overflows above 65504; bfloat16 keeps float32's range and 8 bits. torch 1.13's
+//     bf16_compress_hook refuses to be registered without CUDA 11 and NCCL 2.10 ("BF16 all reduce
+//     communication hook required CUDA 11+ and NCCL 2.10+."); this one runs on Gloo too.
 //   * powerSGD_hook (Vogels et al., 2019): each gradient viewed as an n x m matrix M (its first
 //     dimension by the rest, as torch views it) is sent as two thin matrices, P = M Q (n x r) and
 //     Q = M^T P (m x r): (n + m) r values instead of n m. A matrix is compressed only when
@@ -38,7 +44,8 @@
 //
 // Bytes per step, each bucket a separate set of calls (ProcessGroup::bytes_sent;
 // tests/multiprocess/comm_hooks_test.cpp measures them): allreduce_hook sends what DDP sends
-// (ddp.h); PowerSGD all_reduces
+// (ddp.h); the fp16 and bf16 hooks send half of it (2 bytes a value; on Gloo the one-step
+// exchange then takes buckets of up to 65,556 values); PowerSGD all_reduces
 // u + sum((n + m) r) float32 values in three calls, u the uncompressed values: with W ranks on
 // Gloo's one-step exchange (calls of 128 KiB or less) 4 (W - 1) bytes per value, on the ring
 // about 8 (W - 1) / W.
@@ -137,6 +144,8 @@ using CommHook = std::function<CommFuture(GradBucket& bucket)>;
 
 // The default hooks; their state is the process group (torch passes None for the default one).
 CommFuture allreduce_hook(ProcessGroup& group, GradBucket& bucket);
+CommFuture fp16_compress_hook(ProcessGroup& group, GradBucket& bucket);
+CommFuture bf16_compress_hook(ProcessGroup& group, GradBucket& bucket);
 
 struct PowerSGDOptions {
   ProcessGroup* process_group = nullptr;  // nullptr: the default group

@@ -41,7 +41,7 @@
 // host (dist::Tensor arithmetic does), a copy torch does not make.
 //
 // Communication hooks (chapter 13): register_comm_hook hands each bucket to a hook instead
-// (dist/comm_hooks.h: allreduce_hook, PowerSGD). The hook
+// (dist/comm_hooks.h: allreduce_hook, the fp16 and bf16 compression hooks, PowerSGD). The hook
 // is called where the bucket's all_reduce would start, and its CommFuture waited for where that
 // all_reduce would be.
 //
@@ -114,7 +114,7 @@ class DistributedDataParallel {
   // future it returns is waited for in finish_gradient_sync() (dist/comm_hooks.h). `state` must
   // outlive this object. Every rank must register the same hook. Once only, and before the first
   // gradient sync: a second hook, or one after a bucket was reduced, is a dist::ConfigError.
-  //   ddp.register_comm_hook(dist::default_group(), dist::allreduce_hook);
+  //   ddp.register_comm_hook(dist::default_group(), dist::fp16_compress_hook);
   //   ddp.register_comm_hook(powersgd_state, dist::powerSGD_hook);
   template <typename State>
   void register_comm_hook(State& state, CommFuture (*hook)(State&, GradBucket&)) {

@@ -46,6 +46,31 @@ CommFuture allreduce_hook(ProcessGroup& group, GradBucket& bucket) {
   return CommFuture(group.all_reduce(buffer, ReduceOp::SUM, {.async_op = true}));
 }
 
+namespace {
+
+// torch's fp16_compress_hook and bf16_compress_hook: cast, divide by world_size in the small
+// type, all_reduce, and cast the sum back into the bucket once it has arrived.
+CommFuture compress_hook(ProcessGroup& group, GradBucket& bucket, DType dtype) {
+  Tensor* buffer = &bucket.buffer();
+  auto compressed = std::make_shared<Tensor>(buffer->to(dtype));
+  *compressed /= group.size();
+  return CommFuture(group.all_reduce(*compressed, ReduceOp::SUM, {.async_op = true}))
+      .then([buffer, compressed] {
+        buffer->copy_(*compressed);
+        return Work();
+      });
+}
+
+}  // namespace
+
+CommFuture fp16_compress_hook(ProcessGroup& group, GradBucket& bucket) {
+  return compress_hook(group, bucket, kFloat16);
+}
+
+CommFuture bf16_compress_hook(ProcessGroup& group, GradBucket& bucket) {
+  return compress_hook(group, bucket, kBFloat16);
+}
+
 // ---- PowerSGD
 
 PowerSGDState::PowerSGDState(PowerSGDOptions options)
