@@ -341,3 +341,28 @@ TEST(PowerSgd, StateRefusesStartPowerSgdIterOneWithErrorFeedbackOrWarmStart) {
 }
 
 }  // namespace
+
+namespace {
+
+// A shape that does not hold the parameter's values stops PowerSGD's first compressed step with
+// the parameter's name, on every rank alike, before any of the step's collectives.
+TEST(PowerSgd, AShapeThatDoesNotMatchTheValuesIsAConfigError) {
+  expect_all_ok(run_group(2, {.timeout = 30s}, [](int rank) {
+    dist::Parameter w{
+        "proj.weight", dist::Tensor(12, dist::kFloat32), dist::Tensor(12, dist::kFloat32), {5, 2}};
+    dist::DistributedDataParallel ddp({&w});
+    dist::PowerSGDState state({.start_powerSGD_iter = 2});
+    ddp.register_comm_hook(state, dist::powerSGD_hook);
+    fill_grads({&w}, rank, 0);
+    ddp.average_gradients();  // steps 0 and 1 are plain all_reduces: no shape needed
+    fill_grads({&w}, rank, 1);
+    ddp.average_gradients();
+    fill_grads({&w}, rank, 2);
+    const std::string message = config_error([&] { ddp.average_gradients(); });
+    std::printf("%s\n", message.c_str());
+    return contains(message, "parameter 'proj.weight' has 12 values but its shape holds 10") ? 0
+                                                                                             : 1;
+  }));
+}
+
+}  // namespace

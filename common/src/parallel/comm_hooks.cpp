@@ -283,7 +283,15 @@ CommFuture powerSGD_hook(PowerSGDState& state, GradBucket& bucket) {
   for (std::size_t k = 0; k < bucket.parameters().size(); ++k) {
     const Parameter* p = bucket.parameters()[k];
     const std::int64_t numel = p->data.numel();
-    const std::int64_t n = p->sizes().front();
+    const std::vector<std::int64_t> sizes = p->sizes();
+    std::int64_t product = 1;
+    for (const std::int64_t size : sizes) product *= size;
+    if (product != numel) {
+      throw ConfigError("powerSGD_hook: parameter '" + p->name + "' has " + std::to_string(numel) +
+                        " values but its shape holds " + std::to_string(product) +
+                        ": set Parameter::shape to its sizes, or leave it empty");
+    }
+    const std::int64_t n = sizes.front();
     const std::int64_t m = n > 0 ? numel / n : 0;
     const std::int64_t r = std::min<std::int64_t>({n, m, o.matrix_approximation_rank});
     state.numel_before_ += n * m;
