@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- Step 3: what a rank holds of the model state and sends, beside the closed forms
-    print_table();
+    const bool half_ok = print_tables(f.stage, world, f.mixed_precision);
     const Held& h = run.held;
     const Held want = run.held_expected, zero = ideal(f.stage, world);
     dist::out0() << "this run (stage " << f.stage << ", W=" << world << "), on each rank after a "
@@ -238,14 +238,14 @@ int main(int argc, char** argv) {
                            h.state == want.state && run.peak_whole == whole_want;
     const bool bytes_ok =
         run.bytes_per_step >= bytes_want - slack && run.bytes_per_step <= bytes_want + slack;
-    const bool job_ok = dist::all_ranks_ok(same && memory_ok && bytes_ok);
+    const bool job_ok = dist::all_ranks_ok(same && memory_ok && bytes_ok && half_ok);
     dist::destroy_process_group();
     const std::string print = fingerprint(run.weights);
     if (!job_ok) {
       dist::out0() << "MISMATCH: the weights as DDP's " << (same ? "yes" : "no")
                    << (same ? "" : " (" + describe(*difference, run.weights.size()) + ")")
                    << ", model state as its closed form " << (memory_ok ? "yes" : "no")
-                   << ", traffic as its closed form " << (bytes_ok ? "yes" : "no");
+                   << ", traffic as its closed form " << (bytes_ok && half_ok ? "yes" : "no");
       return rank == 0 ? dist::kExitFailure : dist::kExitOk;
     }
     dist::out0() << "OK: "

@@ -135,7 +135,27 @@ Traffic ddp_traffic(const dist::DistributedDataParallel& ddp, int world) {
   return t;
 }
 
-void print_table() {
+Held mixed_precision(int stage, int world) {
+  const Held fp32 = ideal(stage, world);  // 4 a value each, 8 of Adam's state
+  return {fp32.parameters / 2, fp32.gradients / 2, fp32.state / 8 * 12};
+}
+
+std::int64_t half_step_bytes(int stage, int world) {
+  dist::ProcessGroup& group = dist::default_group();
+  const std::int64_t before = group.bytes_sent();
+  for (std::int64_t n : unit_numels()) {
+    const std::int64_t c = (n + world - 1) / world;
+    dist::Tensor flat(c * world, dist::kBFloat16, dist::get_device());
+    dist::Tensor chunk(c, dist::kBFloat16, dist::get_device());
+    group.reduce_scatter_tensor(chunk, flat);
+    for (int gather = 0; gather < (stage == 3 ? 2 : 1); ++gather) {
+      group.all_gather_into_tensor(flat, chunk);
+    }
+  }
+  return group.bytes_sent() - before;
+}
+
+bool print_tables(int run_stage, int run_world, bool mixed) {
   dist::out0() << "per-rank bytes of model state, fp32 Adam, ZeRO's closed forms (Ψ values, c = "
                   "Σ⌈n_u/W⌉ ≈ Ψ/W; stage 3 also holds one layer whole during its turn):";
   dist::out0()
@@ -152,6 +172,41 @@ void print_table() {
     }
     dist::out0() << line;
   }
+  if (!mixed) return true;
+  dist::out0() << "mixed precision, ZeRO's section 3.1: fp16/bf16 parameters and gradients (2 + 2 "
+                  "bytes a value), fp32 master weights and Adam's two moments (12): still 16Ψ "
+                  "unsharded; each stage shards more of it:";
+  dist::out0()
+      << "  stage      half params half grads master+Adam         W=1         W=2         W=4";
+  const char* halves[] = {"  0 (DDP)    2Ψ          2Ψ         12Ψ       ",
+                          "  1          2Ψ          2Ψ         12c       ",
+                          "  2          2Ψ          2c         12c       ",
+                          "  3          2c          2c         12c       "};
+  for (int s = 0; s <= 3; ++s) {
+    std::string line = halves[s];
+    for (int w : {1, 2, 4}) {
+      const std::string cell = grouped(mixed_precision(s, w).total());
+      line += std::string(12 - std::min<std::size_t>(cell.size(), 11), ' ') + cell;
+    }
+    dist::out0() << line;
+  }
+  // The traffic: what ZeRO sends is the gradients (reduce_scatter) and the parameters
+  // (all_gather), both in half precision now: the same values, 2 bytes each instead of 4.
+  std::int64_t psi = 0;
+  for (std::int64_t n : unit_numels()) psi += n;
+  const std::int64_t passes = run_stage == 3 ? 3 : 2, w = run_world;
+  dist::out0() << "mixed precision at stage " << run_stage << ", W=" << w << ": "
+               << grouped(mixed_precision(run_stage, w).total()) << " bytes of model state per "
+               << "rank (fp32: " << grouped(ideal(run_stage, w).total()) << "); " << passes
+               << "Ψ(W-1)/W values sent per step, 2 bytes each: "
+               << grouped(2 * passes * psi * (w - 1) / w)
+               << " bytes (fp32: " << grouped(4 * passes * psi * (w - 1) / w) << ")";
+  const std::int64_t measured = half_step_bytes(run_stage, w);
+  std::int64_t padded = 0;  // every layer padded to W chunks, as ShardedDataParallel lays it out
+  for (std::int64_t n : unit_numels()) padded += 2 * passes * ((n + w - 1) / w) * (w - 1);
+  dist::out0() << "bytes sent per rank per step in bfloat16, measured: " << grouped(measured)
+               << " (with each layer's padding: " << grouped(padded) << ")";
+  return measured == padded;
 }
 
 std::pair<std::int64_t, std::int64_t> evaluate(
@@ -198,6 +253,9 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_double("--bucket-mb", &f.bucket_mb, "stage 0: DDP's gradient bucket size in MiB", 1e-4,
                  1024);  // chapter 09's range
   cli.add_string("--data-dir", &f.data_dir, "where rank 0 writes the prepared data");
+  cli.add_flag("--mixed-precision", &f.mixed_precision,
+               "also print ZeRO's model state and traffic for fp16/bf16 training (2 + 2 + 12 bytes "
+               "a value), and measure a step's collectives sent in bfloat16");
   cli.add_flag("--throughput", &f.throughput,
                "also print the training steps' samples per second (for bench/run.py)");
   if (!cli.parse(argc, argv)) return std::nullopt;

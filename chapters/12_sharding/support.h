@@ -43,7 +43,7 @@ struct Mlp {
 struct Flags {
   int train_samples = 4000, test_samples = 1000, batch_size = 32, epochs = 2, seed = 0, stage = 3;
   double lr = 1e-3, bucket_mb = 1;
-  bool prefetch = true, check = true, throughput = false;
+  bool prefetch = true, check = true, throughput = false, mixed_precision = false;
   std::string data_dir = "data";
   dist::InitOptions init;
 };
@@ -156,8 +156,24 @@ struct Traffic {
   std::int64_t bytes = 0, slack = 0;
 };
 Traffic ddp_traffic(const dist::DistributedDataParallel& ddp, int world);
-// The table of ideal() for stages 0-3 at W = 1, 2, 4, printed by rank 0.
-void print_table();
+// The table of ideal() for stages 0-3 at W = 1, 2, 4, printed by rank 0. With --mixed-precision,
+// then mixed_precision()'s table and, for this run's stage and W, the model state and the traffic
+// in half precision: its closed form, and one step's collectives sent in bfloat16 and measured
+// (half_step_bytes: a collective, so every rank calls this). Returns whether the measured bytes
+// are their closed form (true without --mixed-precision).
+bool print_tables(int stage, int world, bool mixed_precision);
+// The bytes this rank sends for one step's collectives with bfloat16 payloads, on the run's layout:
+// each layer's gradient reduce-scattered and its parameters gathered (twice at stage 3; stage 0 as
+// the ring's two halves, as a half-precision DDP all_reduce would send them). Zeros: what is sent
+// does not depend on the values.
+std::int64_t half_step_bytes(int stage, int world);
+// ZeRO's mixed-precision accounting (section 3.1, "Model States"): fp16 or bf16 parameters and
+// gradients, 2 + 2 bytes a value, and the optimizer's fp32 copy of the parameters (the master
+// weights) with Adam's two fp32 moments, 4 + 4 + 4 = 12: 16 bytes a value, as fp32 Adam's 4 + 4 +
+// 8. Which part is sharded is what changes: stage 1 the 12, stage 2 the gradients' 2 too, stage 3
+// the parameters' 2 too. Returned as (parameters, gradients, state): 2Ψ or 2c, 2Ψ or 2c, 12Ψ or
+// 12c.
+Held mixed_precision(int stage, int world);
 
 // Each rank evaluates its part of the test set (DistributedSampler's, padded so that every rank
 // runs as many forwards: at stage 3 each is a gather, a collective) and counts a picture only

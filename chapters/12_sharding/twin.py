@@ -54,7 +54,9 @@ no tolerance fixed in advance holds: there the twin prints the largest differenc
 judge it (the program compares bit for bit, against DDP adding in its stages' order). --prefetch
 and --data-dir change nothing here (the twin reads the IDX files itself). The model-state table
 is a closed form, recomputed here; what a rank measures (model state, bytes sent) is the
-program's own.
+program's own. So is --mixed-precision's table (ZeRO's 2 + 2 + 12 bytes a value) and its line for
+this run: torch's way to train so is FSDP's mixed_precision=MixedPrecision(param_dtype=...,
+reduce_dtype=...), which in 1.13 needs CUDA as FSDP does; the twin trains in fp32 either way.
 """
 import argparse
 import os
@@ -113,6 +115,33 @@ def closed_form(stage, world):
     gradients = 4 * (c if stage >= 2 else psi)
     state = 8 * (psi if stage == 0 else c)
     return parameters + gradients + state
+
+
+def mixed_form(stage, world):
+    """ZeRO's mixed-precision accounting (section 3.1): fp16/bf16 parameters and gradients, 2 + 2
+    bytes a value, fp32 master weights and Adam's two moments, 12; sharded as the stage says."""
+    psi = sum(unit_numels())
+    c = sum(-(-n // world) for n in unit_numels())
+    return (2 * (c if stage == 3 else psi) + 2 * (c if stage >= 2 else psi)
+            + 12 * (psi if stage == 0 else c))
+
+
+def print_mixed_table(stage, world):
+    out0("mixed precision, ZeRO's section 3.1: fp16/bf16 parameters and gradients (2 + 2 bytes a "
+         "value), fp32 master weights and Adam's two moments (12): still 16Ψ unsharded; each "
+         "stage shards more of it:")
+    out0("  stage      half params half grads master+Adam" + "".join(
+        f"{'W=' + str(w):>12}" for w in (1, 2, 4)))
+    forms = ["2Ψ          2Ψ         12Ψ", "2Ψ          2Ψ         12c",
+             "2Ψ          2c         12c", "2c          2c         12c"]
+    for s in range(4):
+        cells = "".join(f"{mixed_form(s, w):>12,}" for w in (1, 2, 4))
+        out0(f"  {(str(s) + (' (DDP)' if s == 0 else '')):<11}{forms[s]:<33}{cells}")
+    psi, passes = sum(unit_numels()), 3 if stage == 3 else 2
+    out0(f"mixed precision at stage {stage}, W={world}: {mixed_form(stage, world):,} bytes of "
+         f"model state per rank (fp32: {closed_form(stage, world):,}); {passes}Ψ(W-1)/W values "
+         f"sent per step, 2 bytes each: {2 * passes * psi * (world - 1) // world:,} bytes (fp32: "
+         f"{4 * passes * psi * (world - 1) // world:,})")
 
 
 def print_table():
@@ -226,6 +255,8 @@ def main():
                    help="accepted; stage 3 is replayed here, not overlapped")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
                    help="also train DDP + Adam from the same start and compare the weights")
+    p.add_argument("--mixed-precision", action="store_true",
+                   help="also print ZeRO's model state and traffic for fp16/bf16 training")
     p.add_argument("--throughput", action="store_true",
                    help="also print the training steps' samples per second and the Adam state "
                    "(stages 0 and 1; for bench/run.py)")
@@ -260,6 +291,8 @@ def main():
     else:
         model = train_replayed(args, data, report)
     print_table()
+    if args.mixed_precision:
+        print_mixed_table(args.stage, world)
 
     # The twin's own checks: every rank holds the same weights, every test image was counted once,
     # and, with --check, the weights are DDP + Adam's: bit for bit for torch's ZeRO-1, whose

@@ -13,6 +13,12 @@ model's layer sizes, and compares every number the program prints:
   - the parameter bytes whole at once during a step: the largest layer at stage 3, the model else;
   - the bytes sent per rank per step: passes * 4 * sum(ceil(n_u / W)) * (W - 1) at stages 1-3
     (2 passes, 3 at stage 3), and DDP's buckets' at stage 0 (ddp_traffic);
+  - with --mixed-precision (some of the runs), the second table, ZeRO's mixed-precision forms
+    (section 3.1: 2 + 2 bytes of fp16/bf16 parameters and gradients, 12 of fp32 master weights and
+    Adam's moments; stage 1 shards the 12, stage 2 the gradients' 2 too, stage 3 the parameters'
+    2 too), and this run's line: its model state and its traffic at 2 bytes a value, half of
+    fp32's; then the bytes one step's collectives send in bfloat16, measured: 2 * passes *
+    sum(ceil(n_u / W)) * (W - 1); without the flag, none of these;
   - the verdict: OK, bit for bit with DDP (adding in the stages' order) at every world size;
   - the weights' fingerprints: every stage at one world size ends with the same bits, and at 1
     and 2 ranks (where a sum of two is the same in either order) chapter 09's DDP too;
@@ -33,6 +39,10 @@ PSI = sum(UNITS)
 SMALL = ["--epochs", "1", "--train-samples", "512", "--test-samples", "200", "--batch-size", "32"]
 # (ranks, stage): every stage at 2 ranks (the bits) and at 3 and 4 (the padding), and the edges.
 CASES = [(1, 0), (1, 2), (2, 0), (2, 1), (2, 2), (2, 3), (3, 1), (3, 3), (4, 0), (4, 2), (4, 3)]
+# The runs that also print the mixed-precision forms (the flag changes no training: their
+# fingerprints are compared with the other stages' all the same).
+MIXED = {(1, 2), (2, 0), (2, 2), (3, 1), (3, 3), (4, 3)}
+MIXED_HEADER = "mixed precision, ZeRO's section 3.1:"
 
 
 def chunks(world):
@@ -44,6 +54,13 @@ def ideal(stage, world):
     c = chunks(world)
     return [(4 * PSI, 4 * PSI, 8 * PSI), (4 * PSI, 4 * PSI, 8 * c), (4 * PSI, 4 * c, 8 * c),
             (4 * c, 4 * c, 8 * c)][stage]
+
+
+def mixed(stage, world):
+    """ZeRO's mixed-precision accounting: (half parameters, half gradients, fp32 master + Adam)."""
+    c = chunks(world)
+    return (2 * (c if stage == 3 else PSI), 2 * (c if stage >= 2 else PSI),
+            12 * (PSI if stage == 0 else c))
 
 
 def held(stage, world):
@@ -84,6 +101,19 @@ def number(text):
     return int(text.replace(",", ""))
 
 
+def table_rows(lines):
+    """{stage: [W=1, W=2, W=4]} from a table's rows among `lines` (the first table only)."""
+    rows = {}
+    for line in lines:
+        m = re.match(r"  (\d)(?: \(DDP\))?\s+\S+\s+\S+\s+\S+\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)$",
+                     line)
+        if m:
+            if int(m[1]) in rows:
+                break
+            rows[int(m[1])] = [number(v) for v in m.groups()[1:]]
+    return rows
+
+
 def check(bin_dir, data, nproc, stage, extra=()):
     """What is wrong with this run, or an empty list; and its epoch lines."""
     result = ddprun(bin_dir, nproc, [f"{bin_dir}/ch12_sharding", "--data-dir", data, "--stage",
@@ -92,12 +122,30 @@ def check(bin_dir, data, nproc, stage, extra=()):
     if result.returncode != 0:
         problems.append(f"exit code {result.returncode}")
     mine = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith(f"[rank 0/{nproc}]")]
-    table = {int(m[0]): [number(v) for v in m[1:]] for m in (
-        re.match(r"  (\d)(?: \(DDP\))?\s+\S+\s+\S+\s+\S+\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)$", line).groups()
-        for line in mine if re.match(r"  \d( \(DDP\))?\s+\S+\s+\S+\s+\S+\s+[\d,]+", line))}
+    split = next((i for i, m in enumerate(mine) if m.startswith(MIXED_HEADER)), len(mine))
     want_table = {s: [sum(ideal(s, w)) for w in (1, 2, 4)] for s in range(4)}
-    if table != want_table:
-        problems.append(f"the table says {table}; the closed forms are {want_table}")
+    if table_rows(mine[:split]) != want_table:
+        problems.append(f"the table says {table_rows(mine[:split])}; the closed forms are "
+                        f"{want_table}")
+    if "--mixed-precision" in extra:
+        want_mixed = {s: [sum(mixed(s, w)) for w in (1, 2, 4)] for s in range(4)}
+        if table_rows(mine[split:]) != want_mixed:
+            problems.append(f"the mixed-precision table says {table_rows(mine[split:])}; the "
+                            f"closed forms are {want_mixed}")
+        passes = 3 if stage == 3 else 2
+        line = (f"mixed precision at stage {stage}, W={nproc}: {sum(mixed(stage, nproc)):,} bytes "
+                f"of model state per rank (fp32: {sum(ideal(stage, nproc)):,}); {passes}Ψ(W-1)/W "
+                f"values sent per step, 2 bytes each: {2 * passes * PSI * (nproc - 1) // nproc:,}"
+                f" bytes (fp32: {4 * passes * PSI * (nproc - 1) // nproc:,})")
+        if line not in mine:
+            problems.append(f"no line {line!r}")
+        padded = 2 * passes * chunks(nproc) * (nproc - 1)
+        measured = (f"bytes sent per rank per step in bfloat16, measured: {padded:,} (with each "
+                    f"layer's padding: {padded:,})")
+        if measured not in mine:
+            problems.append(f"no line {measured!r}")
+    elif split != len(mine):
+        problems.append("a mixed-precision table without --mixed-precision")
     p, g, s = held(stage, nproc)
     line = (f"this run (stage {stage}, W={nproc}), on each rank after a step: parameters {p:,} + "
             f"gradients {g:,} + Adam state {s:,} = {p + g + s:,} bytes")
@@ -136,8 +184,10 @@ def main():
     prints = {}  # world size -> {stage: fingerprint}
     with tempfile.TemporaryDirectory() as data:
         for nproc, stage in CASES:
-            problems, _, print_ = check(bin_dir, data, nproc, stage)
-            print(f"{nproc} ranks, stage {stage}: {'; '.join(problems) or 'holds'}", flush=True)
+            extra = ["--mixed-precision"] if (nproc, stage) in MIXED else []
+            problems, _, print_ = check(bin_dir, data, nproc, stage, extra)
+            print(f"{nproc} ranks, stage {stage}{' (--mixed-precision)' if extra else ''}: "
+                  f"{'; '.join(problems) or 'holds'}", flush=True)
             failed += bool(problems)
             prints.setdefault(nproc, {})[stage] = print_
         # Every stage ends with the same bits at one world size (DDP's too at 1 and 2 ranks).

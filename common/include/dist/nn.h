@@ -15,8 +15,23 @@
 // row. Everything runs where the tensors are: plain loops on the CPU, CUDA kernels on a GPU (the
 // cuda preset), each summing in double in a fixed order, so a run repeats bit for bit.
 //
-// Taught in: chapter 08 (ddp_linear: Linear, mse_loss) and chapter 09 (ddp_classifier: ReLU,
-// BatchNorm1d and SyncBatchNorm, cross_entropy).
+// Half precision (mixed-precision training): Linear, ReLU and cross_entropy also take float16 or
+// bfloat16 inputs, and compute as torch's autocast does (torch 1.13's CPU autocast: bfloat16 only):
+//   - Linear rounds its float32 weight and bias to the input's dtype (a half copy: the parameters,
+//     the master weights, stay float32), sums in float32 or better (here double, rounded once) and
+//     rounds the output to the input's dtype. Its backward takes a gradient in that dtype, or in
+//     float32, which it rounds first (a loss gradient times a GradScaler's scale, dist/amp.h); it
+//     adds d loss / d W and d b, each rounded to half, to the float32 grads, and returns d loss / d
+//     x in half;
+//   - ReLU keeps the dtype (exactly: max(x, 0) rounds nothing);
+//   - cross_entropy widens half logits to float32, as autocast runs it in float32: the loss and
+//     the gradient are float32.
+// So a model trains with float32 master weights and optimizer state, while the forward and the
+// backward see half-precision values. On a GPU the half values are widened and rounded on the
+// host, through a copy, around the float32 kernels.
+//
+// Taught in: chapter 08 (ddp_linear: Linear, mse_loss), chapter 09 (ddp_classifier: ReLU,
+// BatchNorm1d and SyncBatchNorm, cross_entropy) and chapter 13 (half precision).
 // Built in: common/src/nn/nn.cpp (the CPU loops; nn_math.h holds the arithmetic they share with the
 // kernels) and gpu/nn_kernels.cu (cuda preset).
 #pragma once
@@ -71,7 +86,9 @@ class Linear {
  private:
   std::int64_t in_, out_;
   Parameter weight_, bias_;
-  Tensor input_;  // the last forward's x
+  Tensor input_;              // the last forward's x (in float32: a half x widened)
+  DType compute_ = kFloat32;  // the last forward's dtype
+  Tensor half_weight_;        // a half forward's weight, rounded to half (and widened back)
 };
 
 // torch.nn.ReLU: out = max(x, 0); backward passes the gradient where x > 0.

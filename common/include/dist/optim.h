@@ -59,6 +59,8 @@ class Optimizer {
   virtual double lr() const = 0;
   // optimizer.param_groups[0]["lr"] = lr: what a learning-rate schedule changes between steps.
   virtual void set_lr(double lr) = 0;
+  // optimizer.param_groups[0]["params"]: what a GradScaler (dist/amp.h) unscales and checks.
+  virtual const std::vector<Parameter*>& parameters() const = 0;
 
  protected:
   Optimizer() = default;
@@ -87,6 +89,7 @@ class SGD : public Optimizer {
   void step() override;
   double lr() const override { return lr_; }
   void set_lr(double lr) override;
+  const std::vector<Parameter*>& parameters() const override { return params_; }
   const SGDOptions& options() const { return options_; }
 
   // optimizer.state[p]["momentum_buffer"] for each parameter, in the parameters' order: empty
@@ -150,6 +153,7 @@ class Adam : public Optimizer {
   void step() override;
   double lr() const override { return lr_; }
   void set_lr(double lr) override;  // >= 0, as torch's constructor requires
+  const std::vector<Parameter*>& parameters() const override { return params_; }
   const AdamOptions& options() const { return options_; }
 
   // state[p]["step"]: the steps taken (the same for every parameter: one group, every grad

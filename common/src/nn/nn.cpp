@@ -27,6 +27,18 @@ void require_float32(const Tensor& t, const char* what) {
   }
 }
 
+bool is_half(DType dtype) {
+  return dtype == kFloat16 || dtype == kBFloat16;
+}
+
+// float32, or float16/bfloat16 (which the layers run as torch's autocast runs them).
+void require_float32_or_half(const Tensor& t, const char* what) {
+  if (t.dtype() != kFloat32 && !is_half(t.dtype())) {
+    throw ConfigError(std::string(what) + " must be float32, float16 or bfloat16, got " +
+                      std::string(dtype_name(t.dtype())));
+  }
+}
+
 void require_same_device(const Tensor& t, Device device, const char* what) {
   if (t.device() != device) {
     throw ConfigError(std::string(what) + " is on " + t.device().str() + " but the model is on " +
@@ -156,32 +168,81 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, const Linear
   bias_ = {"bias", from_floats(init.bias, device), zeros(out_, kFloat32, device)};
 }
 
+namespace {
+
+// out = x W^T + b in float32, where the tensors are (the model's device).
+Tensor linear_forward_f32(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          std::int64_t in, std::int64_t out_features) {
+  const Device device = weight.device();
+  const std::int64_t batch = x.numel() / in;
+  Tensor out(batch * out_features, kFloat32, device);
+  const float* xs = x.data_ptr<float>();
+  const float* w = weight.data_ptr<float>();
+  const float* b = bias.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  if (device.is_cuda()) {
+    gpu::linear_forward(xs, w, b, o, batch, in, out_features, device.index());
+  } else {
+    cpu_linear_forward(xs, w, b, o, batch, in, out_features);
+  }
+  return out;
+}
+
+// Adds d loss / d W and d loss / d b to grad_weight and grad_bias; returns d loss / d x.
+Tensor linear_backward_f32(const Tensor& x, const Tensor& grad_out, const Tensor& weight,
+                           Tensor& grad_weight, Tensor& grad_bias, std::int64_t in,
+                           std::int64_t out_features) {
+  const Device device = weight.device();
+  const std::int64_t batch = x.numel() / in;
+  Tensor grad_x(batch * in, kFloat32, device);
+  const float* xs = x.data_ptr<float>();
+  const float* g = grad_out.data_ptr<float>();
+  const float* w = weight.data_ptr<float>();
+  float* gw = grad_weight.data_ptr<float>();
+  float* gb = grad_bias.data_ptr<float>();
+  float* gx = grad_x.data_ptr<float>();
+  if (device.is_cuda()) {
+    gpu::linear_backward(xs, g, w, gw, gb, gx, batch, in, out_features, device.index());
+  } else {
+    cpu_linear_backward(xs, g, w, gw, gb, gx, batch, in, out_features);
+  }
+  return grad_x;
+}
+
+}  // namespace
+
 Tensor Linear::forward(const Tensor& x) {
   const Device device = weight_.data.device();
-  require_float32(x, "Linear.forward's input");
+  require_float32_or_half(x, "Linear.forward's input");
   require_same_device(x, device, "Linear.forward's input");
   if (x.numel() % in_ != 0) {
     throw ConfigError("Linear.forward: " + std::to_string(x.numel()) +
                       " input values are not whole rows of in_features = " + std::to_string(in_));
   }
-  const std::int64_t batch = x.numel() / in_;
-  Tensor out(batch * out_, kFloat32, device);
-  const float* xs = x.data_ptr<float>();
-  const float* w = weight_.data.data_ptr<float>();
-  const float* b = bias_.data.data_ptr<float>();
-  float* o = out.data_ptr<float>();
-  if (device.is_cuda()) {
-    gpu::linear_forward(xs, w, b, o, batch, in_, out_, device.index());
-  } else {
-    cpu_linear_forward(xs, w, b, o, batch, in_, out_);
+  compute_ = x.dtype();
+  if (compute_ == kFloat32) {
+    input_ = x;
+    half_weight_ = Tensor();
+    return linear_forward_f32(x, weight_.data, bias_.data, in_, out_);
   }
-  input_ = x;
-  return out;
+  // torch's autocast: the weight and bias rounded to the input's dtype (a half copy; the float32
+  // master weights stay as they are), the sums as in float32 (here in double, rounded once to
+  // float32), the output rounded to the input's dtype. Half values widen to float32 exactly.
+  input_ = x.to(kFloat32);
+  half_weight_ = weight_.data.to(compute_).to(kFloat32);
+  const Tensor half_bias = bias_.data.to(compute_).to(kFloat32);
+  return linear_forward_f32(input_, half_weight_, half_bias, in_, out_).to(compute_);
 }
 
 Tensor Linear::backward(const Tensor& grad_out) {
   const Device device = weight_.data.device();
-  require_float32(grad_out, "Linear.backward's gradient");
+  if (compute_ == kFloat32) {
+    require_float32(grad_out, "Linear.backward's gradient");
+  } else if (grad_out.dtype() != kFloat32 && grad_out.dtype() != compute_) {
+    throw ConfigError("Linear.backward's gradient must be " + std::string(dtype_name(compute_)) +
+                      " (the forward's dtype) or float32, got " +
+                      std::string(dtype_name(grad_out.dtype())));
+  }
   require_same_device(grad_out, device, "Linear.backward's gradient");
   const std::int64_t batch = input_.numel() / in_;
   if (grad_out.numel() != batch * out_) {
@@ -189,22 +250,25 @@ Tensor Linear::backward(const Tensor& grad_out) {
                       " values, but the last forward produced " + std::to_string(batch * out_) +
                       "; call forward before backward, on the same batch");
   }
-  Tensor grad_x(batch * in_, kFloat32, device);
-  const float* x = input_.data_ptr<float>();
-  const float* g = grad_out.data_ptr<float>();
-  const float* w = weight_.data.data_ptr<float>();
-  float* gw = weight_.grad.data_ptr<float>();
-  float* gb = bias_.grad.data_ptr<float>();
-  float* gx = grad_x.data_ptr<float>();
-  if (device.is_cuda()) {
-    gpu::linear_backward(x, g, w, gw, gb, gx, batch, in_, out_, device.index());
-    return grad_x;
+  if (compute_ == kFloat32) {
+    return linear_backward_f32(input_, grad_out, weight_.data, weight_.grad, bias_.grad, in_, out_);
   }
-  cpu_linear_backward(x, g, w, gw, gb, gx, batch, in_, out_);
-  return grad_x;
+  // Half: the gradient rounded to the forward's dtype first (a float32 one, from a loss that
+  // autocast ran in float32, times a GradScaler's scale: rounded only now, as torch rounds it
+  // where the forward cast to half); d loss / d W and d loss / d b come out in half precision, as
+  // torch's half matmul gives them, and are added to the float32 master gradients (autocast's
+  // cast back to float32); d loss / d x is returned in half precision.
+  const Tensor g = grad_out.to(compute_).to(kFloat32);
+  Tensor grad_w(in_ * out_, kFloat32, device), grad_b(out_, kFloat32, device);
+  const Tensor grad_x = linear_backward_f32(input_, g, half_weight_, grad_w, grad_b, in_, out_);
+  weight_.grad += grad_w.to(compute_).to(kFloat32);
+  bias_.grad += grad_b.to(compute_).to(kFloat32);
+  return grad_x.to(compute_);
 }
 
 Tensor ReLU::forward(const Tensor& x) {
+  // Half: max(x, 0) of a half value is that value, so widening, and rounding back, are exact.
+  if (is_half(x.dtype())) return forward(x.to(kFloat32)).to(x.dtype());
   require_float32(x, "ReLU.forward's input");
   Tensor out(x.numel(), kFloat32, x.device());
   const float* in = x.data_ptr<float>();
@@ -219,6 +283,7 @@ Tensor ReLU::forward(const Tensor& x) {
 }
 
 Tensor ReLU::backward(const Tensor& grad_out) {
+  if (is_half(grad_out.dtype())) return backward(grad_out.to(kFloat32)).to(grad_out.dtype());
   require_float32(grad_out, "ReLU.backward's gradient");
   require_same_device(grad_out, input_.device(), "ReLU.backward's gradient");
   if (grad_out.numel() != input_.numel()) {
@@ -360,6 +425,9 @@ Tensor BatchNorm1d::backward(const Tensor& grad_out) {
 }
 
 CrossEntropy cross_entropy(const Tensor& logits, const Tensor& labels, std::int64_t classes) {
+  // torch's autocast runs cross_entropy in float32: the half logits widened (exactly), the loss
+  // and its gradient in float32. The gradient is rounded to half by the backward it goes to.
+  if (is_half(logits.dtype())) return cross_entropy(logits.to(kFloat32), labels, classes);
   require_float32(logits, "cross_entropy's logits");
   if (classes < 1) {
     throw ConfigError("cross_entropy needs at least 1 class, got " + std::to_string(classes));
