@@ -396,24 +396,38 @@ TEST_P(DdpWorlds, NoSyncAccumulatesLocallyAndTheNextStepAveragesTheSum) {
   }));
 }
 
-TEST(DdpBuckets, AGradientNeverMarkedReadyOrMarkedTwiceIsAnError) {
+// A gradient never marked ready fails the next step (where torch's Reducer notices, at the next
+// forward), in torch's words, naming it (tests/parity/ddp_practice_parity.py compares the words).
+TEST(DdpBuckets, AGradientNeverMarkedReadyFailsTheNextStepAndOneMarkedTwiceAtOnce) {
   auto results = run_group(1, {.timeout = 30s}, [](int) {
+    std::string missing, twice;
+    {
+      ThreeLayers m;
+      dist::DistributedDataParallel ddp(m.parameters());
+      ddp.grads_ready(m.c.parameters());
+      ddp.finish_gradient_sync();  // a, b never ready: their bucket never left
+      try {
+        ddp.grads_ready(m.c.parameters());
+      } catch (const dist::Error& e) {
+        missing = e.what();
+      }
+    }
     ThreeLayers m;
     dist::DistributedDataParallel ddp(m.parameters());
-    std::string missing, twice;
     ddp.grads_ready(m.c.parameters());
-    try {
-      ddp.finish_gradient_sync();
-    } catch (const dist::Error& e) {
-      missing = e.what();
-    }
     try {
       ddp.grads_ready(m.c.parameters());
     } catch (const dist::Error& e) {
       twice = e.what();
     }
     std::printf("%s\n%s\n", missing.c_str(), twice.c_str());
-    return contains(missing, "the gradient of 'weight' was never marked ready this step") &&
+    return contains(missing, "Expected to have finished reduction in the prior iteration") &&
+                   contains(missing,
+                            "did not receive grad for rank 0: bias, weight, bias, "
+                            "weight\n") &&
+                   contains(missing,
+                            "Parameter indices which did not receive grad for rank 0: "
+                            "0 1 2 3\n") &&
                    contains(twice, "was marked ready twice in one step")
                ? 0
                : 1;

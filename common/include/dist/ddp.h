@@ -40,13 +40,39 @@
 // average_gradients() once after backward. On a GPU the division by world_size goes through the
 // host (dist::Tensor arithmetic does), a copy torch does not make.
 //
+// Parameters that get no gradient (chapter 13). A forward that takes a branch on some steps only
+// leaves that branch's parameters out of backward; their bucket would never fill. torch 1.13:
+//   * Without find_unused_parameters, backward ends with those buckets never reduced, the
+//     optimizer steps on this rank's own gradients, and the next forward raises "Expected to
+//     have finished reduction in the prior iteration before starting a new one. This error
+//     indicates that your module has parameters that were not used in producing loss. ...",
+//     naming the parameters' indices (and, with TORCH_DISTRIBUTED_DEBUG=INFO or DETAIL, their
+//     names). Here the same: finish_gradient_sync() returns with the grads not averaged, and the
+//     next step's first call throws dist::Error in those words, with both lines.
+//   * With find_unused_parameters=True, the forward walks the autograd graph from its outputs;
+//     a parameter it does not reach is marked ready at once, adding the .grad it holds (zeros
+//     for a .grad that is None), and after the buckets one more all_reduce counts, per
+//     parameter, the ranks that used it. A parameter some rank used gets the average on every
+//     rank; one that no rank used keeps its .grad untouched (None stays None), so the optimizer
+//     skips it, or, with 1.13's zero_grad() (set_to_none=False), steps on zeros. Here the
+//     program says it with mark_unused() after the forward, or lets finish_gradient_sync() find
+//     the parameters not marked ready; the rest is the same, the count included (an int32 per
+//     parameter). A grad here is never None: "untouched" is what zero_grad() left, zeros.
+//   * static_graph=True: the first step finds the unused parameters as above; later steps mark
+//     them ready themselves, without the count (torch also allows reentrant activation
+//     checkpointing with it). Here a later step that changes the set is an error naming the
+//     parameter; torch's checks are in its Reducer's bookkeeping, with other words.
+// tests/parity/ddp_practice_parity.py compares all three with torch 1.13 on gloo; uneven inputs
+// (ranks with different numbers of batches) are dist::Join's (dist/join.h).
+//
 // Communication hooks (chapter 13): register_comm_hook hands each bucket to a hook instead
 // (dist/comm_hooks.h: allreduce_hook, the fp16 and bf16 compression hooks, PowerSGD). The hook
 // is called where the bucket's all_reduce would start, and its CommFuture waited for where that
 // all_reduce would be.
 //
 // Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync,
-// broadcast_buffers); chapter 13 (ddp_in_practice: register_comm_hook).
+// broadcast_buffers); chapter 13 (DDP in practice: unused parameters, static_graph, Join,
+// register_comm_hook).
 // Built in: common/src/parallel/ddp.cpp.
 #pragma once
 
@@ -76,6 +102,29 @@ struct DdpOptions {
   // before every training forward: see before_forward(). Not owned.
   std::vector<Tensor*> buffers;
   bool broadcast_buffers = true;
+  // A forward that leaves some parameters out (a branch taken on some steps only): every
+  // parameter that finish_gradient_sync() finds not marked ready, or that mark_unused() named,
+  // counts as ready with the grad it holds, so its bucket is reduced and the step completes;
+  // one that no rank used keeps its grad. See "Parameters that get no gradient" above. torch's
+  // default, false, too.
+  bool find_unused_parameters = false;
+  // The set of parameters the forward uses is the same at every step: the first step finds the
+  // unused ones (as find_unused_parameters does); later steps mark them ready themselves and
+  // throw dist::Error naming a parameter that leaves or joins the set. torch 1.13's
+  // static_graph argument (it calls the private _set_static_graph()).
+  bool static_graph = false;
+  // Every parameter's grad becomes a slice of its bucket (dist::detail::view_into), from
+  // construction until this object is destroyed (then each grad is given its own storage
+  // again): backward accumulates straight into the bucket, packing divides the grads by
+  // world_size where they are, and the all_reduce leaves the averages in them, so nothing is
+  // copied back and the gradients take their memory once (memory_allocated() is 4 bytes per
+  // parameter value lower than without). torch 1.13's gradient_as_bucket_view (default False)
+  // does the same; a .grad that is None there becomes a view at the first step. A grad the
+  // program assigns keeps writing into the bucket if it has the same size (torch would copy
+  // such a grad into the bucket at the next step and make it a view again); one of another size
+  // is a dist::Error at the next packing, naming the parameter. A grad that no rank used is the
+  // bucket's sum too (zeros after zero_grad()), as in torch with this option, not left untouched.
+  bool gradient_as_bucket_view = false;
 };
 
 class DistributedDataParallel {
@@ -85,7 +134,7 @@ class DistributedDataParallel {
   // group, which then carries the gradients too. A collective: every rank must construct it. The
   // parameters must outlive this object. Destroying it waits for buckets still in flight.
   explicit DistributedDataParallel(std::vector<Parameter*> parameters, DdpOptions options = {});
-  ~DistributedDataParallel() = default;
+  ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
@@ -94,7 +143,9 @@ class DistributedDataParallel {
   // it returns once that all_reduce has ended.
   void grads_ready(const std::vector<Parameter*>& ready);
   // Waits for every bucket and writes the averages back into the grads. Every parameter must
-  // have been marked ready. Within no_sync() both calls do nothing.
+  // have been marked ready, unless find_unused_parameters or static_graph says otherwise (see
+  // above); if one was not, the grads stay this rank's own and the next step throws. Within
+  // no_sync() both calls do nothing.
   void finish_gradient_sync();
   // What torch's DDP.forward does before it runs the module, to call before each forward through
   // the model (`training`: a forward whose gradients backward will use, torch's
@@ -108,6 +159,12 @@ class DistributedDataParallel {
   // Once a gradient all_reduce has failed, all three throw dist::Error: the replicas may no
   // longer be equal, so destroy this object and the process group.
   void average_gradients();
+  // After the forward, before backward: the parameters this step's forward did not use (torch
+  // finds them by walking the autograd graph from the outputs). They count as ready at once,
+  // with the grads they hold, so their buckets can leave during backward; finish_gradient_sync()
+  // would find them too, at the end. Needs find_unused_parameters or static_graph; throws
+  // dist::Error for a parameter already marked ready this step.
+  void mark_unused(const std::vector<Parameter*>& unused);
 
   // torch's ddp.register_comm_hook(state, hook): from now on each bucket, its gradients packed
   // without dividing by world_size, is handed to hook(state, bucket) when it is ready, and the
@@ -160,12 +217,31 @@ class DistributedDataParallel {
   std::int64_t no_sync_guards() const { return no_sync_guards_; }
 
  private:
+  friend class Join;  // dist/join.h: shadows this object's collectives on a rank that has joined
+  // The step's first call (grads_ready, mark_unused, finish_gradient_sync) inside a Join
+  // context: tells the joined ranks that this rank still trains (Join's count, one all_reduce).
+  void begin_step();
+  // With find_unused_parameters (or static_graph's first step): how many ranks used each
+  // parameter, one all_reduce of an int32 per parameter, after the buckets (torch's
+  // local_used_map). `contribute`: this rank's used map, or zeros for a joined rank.
+  Tensor reduce_used_map(bool contribute);
+  bool needs_used_map() const {
+    return options_.find_unused_parameters || (options_.static_graph && !static_known_);
+  }
+  void mark_unused_index(std::size_t k);
+  // gradient_as_bucket_view: whether parameter k's grad is its bucket's slice, and making it so
+  // (its values copied in).
+  bool grad_is_bucket_view(std::size_t k);
+  void point_grad_at_bucket(std::size_t k);
+  Device device_of_grads() const { return parameters_.front()->grad.device(); }
+  std::string missing_grads_error(const std::vector<std::size_t>& missing) const;
   // Throws once a gradient all_reduce has failed: the group that carried it is closed, and the
   // step's gradients are only partly averaged, so no later step may build on them.
   void check_usable() const;
   void copy_rank0_buffers();
   void launch_ready_buckets();
-  CommFuture start_bucket(std::size_t b, bool async);  // the hook, or DDP's own all_reduce
+  // Bucket b's reduction of `buffer` (its own, or Join's zeros): the hook, or DDP's all_reduce.
+  CommFuture start_bucket(std::size_t b, Tensor& buffer, bool async);
   std::string span_name(std::size_t b) const;  // bucket b's all_reduce, as the timeline names it
 
   std::vector<Parameter*> parameters_;
@@ -189,6 +265,16 @@ class DistributedDataParallel {
   std::vector<CommFuture> in_flight_;  // with overlap: the launched buckets' futures, in order
   CommHook comm_hook_;                 // register_comm_hook's, or none
   bool reduced_once_ = false;          // a bucket has been reduced: too late for a hook
+
+  // Parameters that get no gradient.
+  std::vector<bool> unused_;         // this step: marked ready with a zero contribution
+  std::string unfinished_;           // a step that ended with gradients missing: the next throws
+  bool static_known_ = false;        // static_graph: the first step has run
+  std::vector<bool> static_unused_;  // static_graph: unused on this rank at the first step
+  std::vector<bool> static_global_unused_;  // ... and on every rank (grads left untouched)
+  // Join (dist/join.h).
+  bool in_join_ = false;     // inside a Join context, not yet joined
+  bool step_begun_ = false;  // this step's begin_step() has run
 };
 
 }  // namespace dist

@@ -22,7 +22,8 @@
 //   * printing converts to float32 first, as torch's _tensor_str does, and names the dtype:
 //     `tensor([1.5000, 2.0000], dtype=torch.float16)`.
 //
-// What it leaves out: more than one dimension, views and strides, autograd. Two deliberate
+// What it leaves out: more than one dimension, views and strides (but for the one that
+// DistributedDataParallel makes of its buckets, detail::view_into), autograd. Two deliberate
 // differences from torch:
 //   * copying a dist::Tensor copies its data (value semantics), because shared storage behind a
 //     copy is a classic source of bugs in C++ code. Pass tensors by reference;
@@ -133,17 +134,35 @@ class Buffer {
   std::size_t size() const { return size_; }
   Device device() const { return device_; }
 
+  // A buffer that shows `size` bytes of another buffer's storage, which must outlive it (DDP's
+  // gradient_as_bucket_view: a grad that is a slice of its bucket). It is not counted by
+  // memory_allocated() and frees nothing. Assigning it a buffer of its size and device writes
+  // the bytes into the storage it shows (so `grad += x` and `grad = y` land in the bucket);
+  // another size makes it an owning buffer again. Copying it makes an owning copy; moving it
+  // moves the view.
+  static Buffer view(std::byte* data, std::size_t size, Device device);
+  bool is_view() const { return !owned_; }
+
  private:
   void release() noexcept;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   Device device_;
+  bool owned_ = true;
 };
 
 // Copies `bytes` from one device's memory to another's (either may be the CPU); finished on return.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
                 std::size_t bytes);
 
+}  // namespace detail
+
+class Tensor;
+namespace detail {
+// Elements [start, start + length) of `base`, shared, not copied (detail::Buffer::view): what
+// DistributedDataParallel makes its parameters' grads with gradient_as_bucket_view. `base` must
+// outlive the view and never be reallocated. Throws dist::Error for a range outside `base`.
+Tensor view_into(Tensor& base, std::int64_t start, std::int64_t length);
 }  // namespace detail
 
 class Tensor {
@@ -250,7 +269,11 @@ class Tensor {
   // torch's repr: "tensor([4, 6])", "tensor([4, 6], device='cuda:0')".
   std::string repr() const;
 
+  // Whether this tensor shares another's elements (detail::view_into); copies never do.
+  bool is_view() const { return bytes_.is_view(); }
+
  private:
+  friend Tensor detail::view_into(Tensor& base, std::int64_t start, std::int64_t length);
   void check_dtype(DType expected) const;
   std::int64_t numel_ = 0;
   DType dtype_ = kFloat32;

@@ -251,16 +251,33 @@ Buffer& Buffer::operator=(const Buffer& other) {
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      device_(other.device_) {}
+      device_(other.device_),
+      owned_(std::exchange(other.owned_, true)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
+    if (!owned_ && other.size_ == size_ && other.device_ == device_) {
+      // A view keeps showing its storage: the bytes go there. (A failed GPU copy here ends the
+      // process, as any failure in a noexcept function does.)
+      copy_bytes(data_, device_, other.data_, other.device_, size_);
+      return *this;
+    }
     release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     device_ = other.device_;
+    owned_ = std::exchange(other.owned_, true);
   }
   return *this;
+}
+
+Buffer Buffer::view(std::byte* data, std::size_t size, Device device) {
+  Buffer b;
+  b.data_ = data;
+  b.size_ = size;
+  b.device_ = device;
+  b.owned_ = false;
+  return b;
 }
 
 Buffer::~Buffer() {
@@ -268,6 +285,11 @@ Buffer::~Buffer() {
 }
 
 void Buffer::release() noexcept {
+  if (!owned_) {  // a view frees nothing
+    data_ = nullptr;
+    owned_ = true;
+    return;
+  }
   if (data_ != nullptr) storage_counter(device_).freed(static_cast<std::int64_t>(size_));
   if (device_.is_cpu()) {
     delete[] data_;
@@ -395,6 +417,21 @@ Tensor Tensor::slice(std::int64_t start, std::int64_t length) const {
   Tensor out(length, dtype_, device());
   detail::copy_bytes(out.data(), out.device(), bytes_.data() + start * element_size(), device(),
                      out.nbytes());
+  return out;
+}
+
+Tensor detail::view_into(Tensor& base, std::int64_t start, std::int64_t length) {
+  if (start < 0 || length < 0 || start > base.numel_ || length > base.numel_ - start) {
+    throw Error("dist::detail::view_into(start=" + std::to_string(start) +
+                ", length=" + std::to_string(length) + ") does not fit in a tensor with " +
+                std::to_string(base.numel_) + " elements");
+  }
+  Tensor out;
+  out.numel_ = length;
+  out.dtype_ = base.dtype_;
+  const std::size_t size = base.element_size();
+  out.bytes_ = detail::Buffer::view(base.bytes_.data() + static_cast<std::size_t>(start) * size,
+                                    static_cast<std::size_t>(length) * size, base.device());
   return out;
 }
 
