@@ -4,6 +4,7 @@
 // (Parity with torch 1.13's hooks: tests/parity/comm_hooks_parity.py.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/half.h"
+#include "dist/join.h"
+#include "dist/optim.h"
 #include "errors.h"
 #include "ranks.h"
 
@@ -364,5 +367,73 @@ TEST(PowerSgd, AShapeThatDoesNotMatchTheValuesIsAConfigError) {
                                                                                              : 1;
   }));
 }
+
+}  // namespace
+
+namespace {
+
+// Inside a dist::Join a rank that has run out of batches runs the hook on zero buckets, as
+// torch's join hook does, so that its calls meet the training ranks' (PowerSGD makes three per
+// bucket, fp16 all_reduces float16). Rank r trains counts[r] steps of gradient r + 1 everywhere
+// (SGD, lr 1): while rank r still trains, a step moves every value by -(sum of k + 1 over the
+// ranks k still training) / W. Every rank ends with those values, each hook to its precision.
+class HookJoin : public ::testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(HookJoin, AJoinedRankRunsTheHookOnZeros) {
+  const std::vector<int> counts = GetParam();
+  const int world = static_cast<int>(counts.size());
+  int most = 0;
+  for (int c : counts) most = std::max(most, c);
+  double moved = 0;
+  for (int s = 0; s < most; ++s) {
+    for (int k = 0; k < world; ++k) {
+      if (s < counts[static_cast<std::size_t>(k)]) moved -= (k + 1.0) / world;
+    }
+  }
+  expect_all_ok(run_group(world, {.timeout = 30s}, [&](int rank) {
+    bool ok = true;
+    for (const std::string hook : {"allreduce", "fp16", "powersgd"}) {
+      TwoLayers m;
+      dist::DistributedDataParallel ddp(m.parameters());
+      dist::PowerSGDState state({.start_powerSGD_iter = 2});
+      if (hook == "powersgd") {
+        ddp.register_comm_hook(state, dist::powerSGD_hook);
+      } else {
+        ddp.register_comm_hook(dist::default_group(),
+                               hook == "fp16" ? dist::fp16_compress_hook : dist::allreduce_hook);
+      }
+      dist::SGD optimizer(m.parameters(), 1.0);
+      dist::Join join(ddp);
+      for (int step = 0; step < counts[static_cast<std::size_t>(rank)]; ++step) {
+        optimizer.zero_grad();
+        for (dist::Parameter* p : m.parameters()) p->grad.fill_(rank + 1);
+        ddp.average_gradients();
+        optimizer.step();
+      }
+      join.join();
+      const double tolerance = hook == "fp16" ? 2e-2 : 1e-4;
+      double worst = 0;
+      for (dist::Parameter* p : m.parameters()) {
+        const double start = p->name == "weight" ? 0.1f : 0.0;
+        for (std::int64_t k = 0; k < p->data.numel(); ++k) {
+          worst = std::max(worst, std::abs(p->data.item(k) - (start + moved)));
+        }
+      }
+      std::printf("%s: largest error %.3g, shadowed %d steps\n", hook.c_str(), worst,
+                  join.shadowed_steps());
+      ok = ok && worst < tolerance &&
+           join.shadowed_steps() == most - counts[static_cast<std::size_t>(rank)];
+    }
+    return ok ? 0 : 1;
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Counts, HookJoin,
+                         ::testing::Values(std::vector<int>{5, 3}, std::vector<int>{7, 4, 2}),
+                         [](const auto& p) {
+                           std::string name = "batches";
+                           for (int c : p.param) name += "_" + std::to_string(c);
+                           return name;
+                         });
 
 }  // namespace

@@ -55,6 +55,10 @@
 // register_builtin_comm_hook can only be called once.", and only documents the second);
 // PowerSGDState refuses start_powerSGD_iter <= 1 with error feedback or warm start, as torch.
 //
+// Inside a dist::Join, a rank that has joined runs the hook on buckets of zeros, as torch's
+// join hook does, so that its calls meet the training ranks' (PowerSGD's state advances there
+// too).
+//
 // Where this differs from torch: a hook writes its result into bucket.buffer() instead of
 // returning a tensor; a GradBucket's gradients are places in that buffer (offset, sizes), not
 // views. Like torch's, PowerSGD divides by zero when a compressed gradient is all zeros with
