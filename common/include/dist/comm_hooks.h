@@ -53,7 +53,8 @@
 // Bad input: a second register_comm_hook, or one after the first gradient sync, is a
 // dist::ConfigError (torch 1.13 refuses the first, "register_comm_hook or
 // register_builtin_comm_hook can only be called once.", and only documents the second);
-// PowerSGDState refuses start_powerSGD_iter <= 1 with error feedback or warm start, as torch.
+// PowerSGDState refuses start_powerSGD_iter <= 1 with error feedback or warm start, as torch;
+// powerSGD_hook refuses a Parameter whose shape does not hold its values.
 //
 // Inside a dist::Join, a rank that has joined runs the hook on buckets of zeros, as torch's
 // join hook does, so that its calls meet the training ranks' (PowerSGD's state advances there
