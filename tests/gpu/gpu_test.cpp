@@ -32,12 +32,17 @@ using Clock = std::chrono::steady_clock;
 
 const Device kGpu = Device::cuda(0);
 const std::vector<dist::DType> kDtypes = {dist::kFloat32, dist::kFloat64, dist::kInt32,
-                                          dist::kInt64};
+                                          dist::kInt64,   dist::kFloat16, dist::kBFloat16};
 
-// 1, -2, 3, -4, ...: signs and magnitudes that a wrong copy or a wrong dtype would garble.
+// 1, -2, 3, -4, ...: signs and magnitudes that a wrong copy or a wrong dtype would garble. For
+// float16 and bfloat16 the magnitudes start again after 2048, inside float16's range (bfloat16
+// rounds them).
 Tensor pattern(std::int64_t n, dist::DType dtype, Device device = {}) {
   Tensor t(n, dtype);
-  for (std::int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>((i % 2 ? -1 : 1) * (i + 1)));
+  const std::int64_t period = dist::element_size(dtype) == 2 ? 2048 : n + 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    t.set(i, static_cast<double>((i % 2 ? -1 : 1) * (i % period + 1)));
+  }
   return t.to(device);
 }
 
@@ -94,6 +99,21 @@ TEST(GpuTensor, ArithmeticGivesWhatTheCpuGives) {
   EXPECT_TRUE(g.cpu().equal(a + 5));
   EXPECT_TRUE(ga.to(dist::kFloat64).cpu().equal(a.to(dist::kFloat64)));
   EXPECT_DOUBLE_EQ(gb.sum(), b.sum());
+}
+
+// Arithmetic on GPU tensors goes through the host, so float16 and bfloat16 round there exactly
+// as on the CPU: one rounding per operation.
+TEST(GpuTensor, HalfArithmeticGivesWhatTheCpuGives) {
+  for (dist::DType dtype : {dist::kFloat16, dist::kBFloat16}) {
+    const Tensor a = pattern(9, dtype), b = pattern(9, dtype) * 0.1;
+    const Tensor ga = a.cuda(), gb = b.cuda();
+    EXPECT_TRUE((ga + gb).cpu().equal(a + b)) << dist::dtype_name(dtype);
+    EXPECT_TRUE((ga / 3).cpu().equal(a / 3)) << dist::dtype_name(dtype);
+    EXPECT_EQ((ga * gb).dtype(), dtype);
+    EXPECT_TRUE(ga.to(dist::kFloat32).cpu().equal(a.to(dist::kFloat32)));
+  }
+  EXPECT_EQ(dist::full(2, 1.5, dist::kFloat16, kGpu).repr(),
+            "tensor([1.5000, 1.5000], device='cuda:0', dtype=torch.float16)");
 }
 
 TEST(GpuTensor, PrintsAsTorchDoes) {

@@ -10,8 +10,11 @@ where rounding can go wrong: every midpoint between neighbouring float16 or bflo
 floats just beside it (ties to even), float64 values a hair from a midpoint (torch goes through
 float32 and rounds twice), subnormals, the overflow to inf, integers past 2^24, and random bit
 patterns. A NaN compares equal to any NaN: torch writes different NaN bits on different kernel
-paths (its vectorised float -> bfloat16 writes 0xffff, its scalar one 0x7fc0). Prints the first
-mismatches and exits 1 on any; exits 0 when all match.
+paths (its vectorised float -> bfloat16 writes 0xffff, its scalar one 0x7fc0).
+It checks arithmetic the same way: + - * / of float16 and bfloat16 tensors with each other, with
+float32 and integer tensors, and with Python floats and ints (the result's dtype, and its bits:
+one rounding per operation, the scalar rounded to the tensor's dtype first, as in torch 1.13).
+Prints the first mismatches and exits 1 on any; exits 0 when all match.
 """
 
 import math
@@ -141,9 +144,65 @@ def all_cases(rng):
     return cases
 
 
+OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+       "/": lambda a, b: a / b}
+TENSOR_PAIRS = [("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "bfloat16"),
+                ("bfloat16", "float32"), ("float16", "float64"), ("int32", "float16"),
+                ("bfloat16", "int64")]
+SCALARS = [0.1, 1 / 3, 0.7, -2.5, 3, -7, 1e-3, 70000.0, 1e39]
+
+
+def operand_values(dtype, rng, count):
+    """`count` values of `dtype`, exact in it: 16-bit values of both signs, random float32 and
+    float64 values, or small integers."""
+    if dtype in ("float16", "bfloat16"):
+        values = sixteen_bit_values(DTYPES[dtype], rng, count)[:count]
+        return [v if rng.random() < 0.5 else -v for v in values]
+    if dtype == "float32":
+        return [f32(rng.uniform(-100, 100)) for _ in range(count)]
+    if dtype == "float64":
+        return [rng.uniform(-100, 100) for _ in range(count)]
+    return [rng.randint(-3000, 3000) for _ in range(count)]
+
+
+def arithmetic_cases(rng):
+    """(op, a_dtype, b_dtype or "scalar", a_values, b_values or [scalar]) cases."""
+    cases = []
+    for op in OPS:
+        for a, b in TENSOR_PAIRS:
+            for _ in range(4):
+                cases.append((op, a, b, operand_values(a, rng, PER_LINE),
+                              operand_values(b, rng, PER_LINE)))
+        for a in ("float16", "bfloat16"):
+            for scalar in SCALARS:
+                cases.append((op, a, "scalar", operand_values(a, rng, PER_LINE), [scalar]))
+    return cases
+
+
+def arithmetic_line(case):
+    op, a, b, a_values, b_values = case
+    if b == "scalar":
+        return f"{op} {a} scalar {b_values[0]!r}" + "".join(" " + repr(v) for v in a_values)
+    return (f"{op} {a} {b} {len(a_values)}" +
+            "".join(" " + repr(v) for v in a_values + b_values))
+
+
+def torch_arithmetic(case):
+    op, a, b, a_values, b_values = case
+    left = torch.tensor(a_values, dtype=DTYPES[a])
+    right = b_values[0] if b == "scalar" else torch.tensor(b_values, dtype=DTYPES[b])
+    result = OPS[op](left, right)
+    return f"{result.dtype} {bits_of(result)}"
+
+
 def torch_bits(case):
+    if len(case) == 5:
+        return torch_arithmetic(case)
     source, dest, values = case
-    result = torch.tensor(values, dtype=DTYPES[source]).to(DTYPES[dest])
+    return bits_of(torch.tensor(values, dtype=DTYPES[source]).to(DTYPES[dest]))
+
+
+def bits_of(result):
     width = result.element_size()
     raw = result.view(SAME_WIDTH_INT[width]).tolist()
     nan = torch.isnan(result).tolist() if result.is_floating_point() else [False] * len(raw)
@@ -154,11 +213,20 @@ def torch_bits(case):
 def main():
     if len(sys.argv) != 2:
         sys.exit(f"usage: {sys.argv[0]} path/to/tensor_cast_driver")
-    cases = all_cases(random.Random(SEED))
-    lines = [f"{s} {d}" + "".join(" " + repr(v) for v in values) for s, d, values in cases]
+    rng = random.Random(SEED)
+    casts = all_cases(rng)
+    arithmetic = arithmetic_cases(rng)
+    cases = casts + arithmetic
+    lines = [f"{s} {d}" + "".join(" " + repr(v) for v in values) for s, d, values in casts]
+    lines += [arithmetic_line(case) for case in arithmetic]
     got = run_driver(sys.argv[1], lines, "\n", "casts")
 
     def show(case, want, ours):
+        if len(case) == 5:
+            op, a, b, a_values, b_values = case
+            print(f"MISMATCH {a} {op} {b} {b_values[:1] if b == 'scalar' else ''}:\n"
+                  f"  a      {a_values[:8]}\n  torch  {want[:120]}\n  ours   {ours[:120]}")
+            return
         source, dest, values = case
         for value, w, o in zip(values, want.split(), ours.split()):
             if w != o:
@@ -166,7 +234,7 @@ def main():
                 return
         print(f"MISMATCH {source} -> {dest}: torch {want!r}\ndist::Tensor {ours!r}")
 
-    count = sum(len(values) for _, _, values in cases)
+    count = sum(len(case[-1] if len(case) == 3 else case[3]) for case in cases)
     return compare(cases, got, torch_bits, show, f"{count} values")
 
 

@@ -330,7 +330,7 @@ TEST(TensorRepr, IntegersPrintLikeTorch) {
             "tensor([9223372036854775807,                  -5])");
 }
 
-TEST(TensorRepr, OnlyInt32AndFloat64NameTheirDtype) {
+TEST(TensorRepr, DtypesOtherThanFloat32AndInt64AreNamed) {
   // float32 and int64 are what torch.tensor infers from Python floats and ints.
   EXPECT_EQ(Int32s({1, 2}).repr(), "tensor([1, 2], dtype=torch.int32)");
   EXPECT_EQ(Ints({1, 2}).repr(), "tensor([1, 2])");

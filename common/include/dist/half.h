@@ -8,10 +8,11 @@
 // Both keep a float32's sign bit and cut its precision; they differ in where the other 15 bits go:
 //   float16  (IEEE binary16)  5 exponent bits, 10 mantissa bits: 11 significant bits (about 3
 //            decimal digits), largest finite 65504, smallest normal 2^-14 (6.1e-5), subnormals
-//            down to 2^-24 (6.0e-8). A gradient below 2^-24 becomes 0: the reason for loss scaling.
+//            down to 2^-24 (6.0e-8). A gradient of at most 2^-25 becomes 0, one beyond 65504
+//            inf: the reasons for loss scaling.
 //   bfloat16 (brain float)    8 exponent bits, 7 mantissa bits: float32's range (largest finite
 //            3.39e38) with 8 significant bits (about 2 decimal digits). It is the top half of a
-//            float32, which is why hardware converts it for free.
+//            float32: widening it back is a shift.
 // g++ 12 has no std::float16_t or std::bfloat16_t (C++23, <stdfloat>), so each is a struct that
 // holds the bits, as in torch.
 //
@@ -23,9 +24,9 @@
 //   * float16/bfloat16 -> float is exact;
 //   * double -> float16/bfloat16 goes through float: two roundings, as c10 converts (it has no
 //     direct double constructor), so 1 + 2^-11 + 2^-40 becomes 1, not the nearer 1 + 2^-10;
-//   * arithmetic converts both operands to float, computes, and rounds the result once. For
-//     + - * / that equals rounding the exact result (float has more than 2 * 11 + 2 significant
-//     bits), so it is IEEE arithmetic in 16 bits.
+//   * arithmetic converts both operands to float, computes, and rounds the result to 16 bits.
+//     For + - * / that equals rounding the exact result once (float's 24 significant bits are at
+//     least 2p + 2 for float16's p = 11 and bfloat16's 8), so it is IEEE arithmetic in 16 bits.
 // Unlike c10's constructors, these are explicit (`dist::Half h = 1.5f;` does not compile): a
 // rounding should be visible where it happens. Reading back is implicit, as in torch, so a Half
 // compares and prints as the float it is.

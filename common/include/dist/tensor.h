@@ -12,11 +12,12 @@
 //   * a cast to them rounds to nearest, ties to even (float64 goes through float32 first, as in
 //     torch), and overflows to inf: `dist::full(1, 65520.0).to(dist::kFloat16)` is inf;
 //   * full/fill_/set refuse a finite value beyond the largest finite one (65504 for float16), as
-//     torch does with "value cannot be converted to type at::Half without overflow";
+//     torch does with "value cannot be converted to type at::Half without overflow" (torch checks
+//     float32 too; this library, only the 16-bit dtypes);
 //   * arithmetic between two float16 tensors stays float16, each element computed in float32
-//     and rounded once per operation; a Python-float scalar keeps the dtype and is rounded to it
-//     first (torch 1.13: `half_tensor * 0.1` multiplies by 0.0999755859375. Newer torch reads the
-//     scalar of `*` and `/` in float32 instead; checked in main's BinaryOpsKernel.cpp);
+//     and rounded once per operation; a scalar keeps the dtype and is rounded to it first (torch
+//     1.13: `half_tensor * 0.1` multiplies by 0.0999755859375; later torch keeps the scalar of
+//     `*` and `/` in float32, see main's aten/src/ATen/native/cpu/BinaryOpsKernel.cpp);
 //   * float16 with bfloat16 gives float32 (torch.promote_types), with float32 or float64 the
 //     wider type, with an integer the 16-bit type;
 //   * printing converts to float32 first, as torch's _tensor_str does, and names the dtype:
@@ -32,7 +33,7 @@
 //     tensor is for showing collectives, whose data does stay on the GPU; chapter 08's kernels are
 //     where the GPU computes.
 //
-// Taught in: chapter 04 (all_reduce).
+// Taught in: chapter 04 (all_reduce); float16 and bfloat16 in chapter 13 (DDP in practice).
 // Built in: common/src/tensor/tensor.cpp (storage, casts, arithmetic), tensor_dtype.cpp (the table
 // of dtypes), tensor_repr.cpp (torch's printing rules).
 #pragma once

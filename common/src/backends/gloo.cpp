@@ -113,7 +113,14 @@ MeshCollectives::Reduce elementwise(Op op) {
 }
 
 // The mesh's reduction for `op` on elements of type T. Integer sums and products wrap around,
-// as they do in torch.
+// as they do in torch. float16 and bfloat16 (dist::Half, dist::BFloat16) are reduced in 16 bits:
+// each step converts the partial result and the next rank's value to float, adds (multiplies)
+// them there and rounds back to 16 bits (dist/half.h), so a SUM over W ranks is rounded W-1
+// times, in the order the mesh combines the ranks' values: 0, 1, ..., W-1 in its one-step
+// exchange, and for ring segment s from rank s+1 onward around the ring, ending with rank s
+// (gloo_mesh.h). torch's ProcessGroupGloo does the same per step with Gloo's own float16 type
+// (gloo/types.h: float16::operator+=), in the order of Gloo's ring; torch 1.13's refuses
+// bfloat16 ("Invalid scalar type"), which this backend reduces like float16.
 template <typename T>
 MeshCollectives::Reduce reduce_function(ReduceOp op) {
   switch (op) {

@@ -56,8 +56,12 @@ ncclDataType_t nccl_type(DType dtype) {
       return ncclInt32;
     case kInt64:
       return ncclInt64;
+    case kFloat16:
+      return ncclFloat16;
+    case kBFloat16:
+      return ncclBfloat16;  // NCCL 2.10 and later
   }
-  throw Error("invalid dtype for NCCL");
+  detail::throw_invalid_dtype(dtype, "NCCL: ");
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {

@@ -60,7 +60,7 @@ float narrow_to_float(double value) {
 // One element converted as torch's .to(dtype) converts it. Int -> int wraps modulo 2^bits (C++20
 // defines that), int -> float rounds to nearest. Anything -> float16/bfloat16 goes through float,
 // as c10's conversions do (c10::Half and c10::BFloat16 are constructed from a float only), so
-// float64 -> float16 rounds twice; int -> float is exact below 2^24, past float16's range.
+// float64 -> float16 or bfloat16 rounds twice, and so does an integer beyond 2^24 -> bfloat16.
 template <typename To, typename From>
 To convert(From value) {
   if constexpr (std::is_integral_v<To> && is_floating_element_v<From>) {
@@ -103,9 +103,14 @@ using Multiply = util::WrappingMultiply;
 
 // torch's `/` is true division: its operands are always converted to a floating dtype first, so
 // x / 0 is inf or nan, never undefined behaviour.
+template <typename T>
+concept Floating = is_floating_element_v<T>;  // float, double, Half, BFloat16
+
 struct TrueDivide {
-  template <typename T>
-  requires is_floating_element_v<T> T operator()(T a, T b) const { return a / b; }
+  template <Floating T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
 };
 
 // Dispatches on a result dtype, instantiating only the element types `Op` is defined for.
