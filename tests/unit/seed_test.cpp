@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -93,6 +95,40 @@ TEST(Randint, RefusesAnEmptyRangeAndANegativeCount) {
   EXPECT_THROW(dist::randint(5, 5, 1), dist::ConfigError);
   EXPECT_THROW(dist::randint(0, 10, -1), dist::ConfigError);
   EXPECT_EQ(dist::randint(0, 10, 0).numel(), 0);
+}
+
+// Under 16 values randn draws float64 pairs (Box-Muller on two 53-bit uniforms, from two 64-bit
+// draws each) and keeps the pair's second value for the next call, as torch's generator does:
+// against an independent std::mt19937, a pair costs 4 words, and a reseed forgets the kept value.
+// (Its values against torch's, both roads: tests/unit/randn_parity.py.)
+TEST(Randn, KeepsTheSecondValueOfAPairForTheNextCall) {
+  std::mt19937 words(7);
+  auto uniform = [&] {
+    const std::uint64_t high = words(), low = words();
+    return static_cast<double>(((high << 32) | low) & ((1ULL << 53) - 1)) * std::ldexp(1.0, -53);
+  };
+  const double u1 = uniform(), u2 = uniform();
+  const double radius = std::sqrt(-2.0 * std::log(1.0 - u2));
+  const double theta = 2.0 * 3.14159265358979323846 * u1;
+  dist::Generator g(7);
+  EXPECT_EQ(dist::randn(1, g).item(0), static_cast<float>(radius * std::cos(theta)));
+  g.manual_seed(7);  // forgets the kept sine: the next value is the cosine again
+  EXPECT_EQ(dist::randn(1, g).item(0), static_cast<float>(radius * std::cos(theta)));
+  EXPECT_EQ(dist::randn(1, g).item(0), static_cast<float>(radius * std::sin(theta)));
+  EXPECT_EQ(g.random(), words());  // the second value took no draw
+  EXPECT_THROW(dist::randn(-1, g), dist::ConfigError);
+  EXPECT_EQ(dist::randn(0, g).numel(), 0);
+}
+
+// NumPy's legacy randint: 32-bit draws masked to the smallest 2^k - 1 covering high - 1, redrawn
+// above it. For high = 2^30 the mask keeps 30 bits and nothing is redrawn.
+TEST(NumpyRandomState, MasksEachDrawAndRedrawsAboveTheRange) {
+  dist::NumpyRandomState state(5);
+  std::mt19937 reference(5);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(state.randint(std::int64_t{1} << 30), reference() & ((1U << 30) - 1));
+  }
+  EXPECT_THROW(state.randint(0), dist::ConfigError);
 }
 
 // The base seed of a DataLoader's workers, against an independent std::mt19937 (two draws, high

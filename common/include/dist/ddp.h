@@ -65,8 +65,14 @@
 // tests/parity/ddp_practice_parity.py compares all three with torch 1.13 on gloo; uneven inputs
 // (ranks with different numbers of batches) are dist::Join's (dist/join.h).
 //
+// Communication hooks (chapter 13): register_comm_hook hands each bucket to a hook instead
+// (dist/comm_hooks.h: allreduce_hook, the fp16 and bf16 compression hooks, PowerSGD). The hook
+// is called where the bucket's all_reduce would start, and its CommFuture waited for where that
+// all_reduce would be.
+//
 // Taught in: chapter 08 (ddp_linear) and chapter 09 (ddp_classifier: buckets, overlap, no_sync,
-// broadcast_buffers); chapter 13 (DDP in practice: unused parameters, static_graph, Join).
+// broadcast_buffers); chapter 13 (DDP in practice: unused parameters, static_graph, Join,
+// register_comm_hook).
 // Built in: common/src/parallel/ddp.cpp.
 #pragma once
 
@@ -75,6 +81,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dist/comm_hooks.h"
 #include "dist/nn.h"
 #include "dist/process_group.h"
 #include "dist/trace.h"
@@ -159,6 +166,20 @@ class DistributedDataParallel {
   // dist::Error for a parameter already marked ready this step.
   void mark_unused(const std::vector<Parameter*>& unused);
 
+  // torch's ddp.register_comm_hook(state, hook): from now on each bucket, its gradients packed
+  // without dividing by world_size, is handed to hook(state, bucket) when it is ready, and the
+  // future it returns is waited for in finish_gradient_sync() (dist/comm_hooks.h). `state` must
+  // outlive this object. Every rank must register the same hook. Once only, and before the first
+  // gradient sync: a second hook, or one after a bucket was reduced, is a dist::ConfigError.
+  //   ddp.register_comm_hook(dist::default_group(), dist::fp16_compress_hook);
+  //   ddp.register_comm_hook(powersgd_state, dist::powerSGD_hook);
+  template <typename State>
+  void register_comm_hook(State& state, CommFuture (*hook)(State&, GradBucket&)) {
+    register_comm_hook([&state, hook](GradBucket& bucket) { return hook(state, bucket); });
+  }
+  // The same with the state bound already (a lambda of your own, say).
+  void register_comm_hook(CommHook hook);
+
   // torch's `with ddp.no_sync():` for gradient accumulation: while the returned guard lives,
   // gradients are not averaged; they accumulate locally and the next synchronised step averages
   // the sum. Every rank must skip the same steps.
@@ -219,6 +240,8 @@ class DistributedDataParallel {
   void check_usable() const;
   void copy_rank0_buffers();
   void launch_ready_buckets();
+  // Bucket b's reduction of `buffer` (its own, or Join's zeros): the hook, or DDP's all_reduce.
+  CommFuture start_bucket(std::size_t b, Tensor& buffer, bool async);
   std::string span_name(std::size_t b) const;  // bucket b's all_reduce, as the timeline names it
 
   std::vector<Parameter*> parameters_;
@@ -239,7 +262,9 @@ class DistributedDataParallel {
   std::vector<bool> ready_;
   std::vector<std::size_t> missing_;  // per bucket: parameters not ready yet
   std::size_t launched_ = 0;
-  std::vector<Work> in_flight_;  // with overlap: the launched buckets' all_reduces, in order
+  std::vector<CommFuture> in_flight_;  // with overlap: the launched buckets' futures, in order
+  CommHook comm_hook_;                 // register_comm_hook's, or none
+  bool reduced_once_ = false;          // a bucket has been reduced: too late for a hook
 
   // Parameters that get no gradient.
   std::vector<bool> unused_;         // this step: marked ready with a zero contribution

@@ -12,11 +12,12 @@
 // (chapter 10). Inside a Join, every step of a rank that still trains begins with one small
 // all_reduce, the count of ranks still training. A rank that has called join() answers it with
 // 0 and, while the count is not 0, makes the step's other calls with zeros: each bucket's
-// all_reduce (and, with find_unused_parameters, the used-parameter map). The ranks still training
-// still divide by the initial world size, so a joined rank's zeros count in the average: torch's
-// default, divide_by_initial_world_size=True. When the count is 0, every rank has joined; the
-// model of the last rank to join (the highest rank among those that joined last) is broadcast
-// to all, so the replicas end equal, as torch's post-hook does.
+// all_reduce, or the communication hook's calls on a bucket of zeros (dist/comm_hooks.h, as
+// torch's join hook runs the hook), and, with find_unused_parameters, the used-parameter map. The
+// ranks still training still divide by the initial world size, so a joined rank's zeros count in
+// the average: torch's default, divide_by_initial_world_size=True. When the count is 0, every rank
+// has joined; the model of the last rank to join (the highest rank among those that joined last) is
+// broadcast to all, so the replicas end equal, as torch's post-hook does.
 //
 // What torch does the same way (1.13, torch/distributed/algorithms/join.py and DDP's
 // _DDPJoinHook): the count, the zeros, the divisor, the final broadcast. What differs: torch

@@ -51,6 +51,12 @@ struct Parameter {
   std::string name;  // "weight", "bias": as in model.named_parameters()
   Tensor data;
   Tensor grad;
+  // torch's param.shape, for code that views the values as a matrix (PowerSGD): Linear's weight
+  // is {out_features, in_features}. Empty means one dimension, {data.numel()}.
+  std::vector<std::int64_t> shape = {};
+  std::vector<std::int64_t> sizes() const {
+    return shape.empty() ? std::vector<std::int64_t>{data.numel()} : shape;
+  }
 };
 
 struct LinearInit {

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 
 #include "dist/tensor.h"
@@ -59,6 +60,9 @@ class Generator {
   std::uint64_t initial_seed() const { return seed_; }
   std::uint32_t random() { return static_cast<std::uint32_t>(engine_()); }  // the next 32 bits
   std::uint64_t random64();  // two draws, the first one the high word (as torch)
+  // The second value of torch's last Box-Muller pair for float64 normals, kept for the next
+  // draw (torch's next_double_normal_sample); manual_seed and set_state forget it.
+  std::optional<double>& next_double_normal_sample() { return next_double_normal_; }
 
   // g.get_state() / g.set_state(state), as torch.Generator's: the whole generator, the draws to
   // come included, as a tensor (int64: the seed, then the Mersenne Twister's words and position,
@@ -72,6 +76,7 @@ class Generator {
  private:
   std::uint64_t seed_ = 0;
   std::mt19937 engine_;
+  std::optional<double> next_double_normal_;
 };
 
 // --8<-- [start:torch_api]
@@ -84,6 +89,31 @@ std::uint64_t initial_seed();
 // Throws dist::ConfigError unless low < high and n >= 0.
 Tensor randint(std::int64_t low, std::int64_t high, std::int64_t n,
                Generator& generator = default_generator());
+
+// torch.randn(n, generator=g): n float32 values from the standard normal distribution, on the
+// CPU, value for value as torch 1.13 draws them on an x86 CPU with AVX2 (what torch picks there):
+//   * n < 16: one float64 normal per value (Box-Muller on two 53-bit uniforms, the pair's second
+//     value kept in the generator for the next draw), rounded to float32;
+//   * n >= 16: n 24-bit uniforms first, then Box-Muller on each run of 16 (the first 8 against
+//     the next 8), in float32 with torch's AVX2 log and sincos (Cephes polynomials, fused
+//     multiply-adds); when 16 does not divide n, 16 fresh uniforms redo the last 16 values.
+// Torch without AVX2 (or on other CPUs) uses std::log/cos/sin for the second case and may differ
+// in the last bits. Throws dist::ConfigError unless n >= 0.
+Tensor randn(std::int64_t n, Generator& generator = default_generator());
+
+// numpy.random.RandomState(seed): NumPy's legacy generator, which PowerSGD (torch's
+// powerSGD_hook) keeps to draw the seeds of its random matrices. The same Mersenne Twister,
+// seeded as std::mt19937 is; randint(high) is RandomState.randint(high) for 0 < high <= 2^32:
+// 32-bit draws masked to the smallest 2^k - 1 >= high - 1, redrawn while above it (checked
+// against NumPy 1.24 by tests/unit/randn_parity.py).
+class NumpyRandomState {
+ public:
+  explicit NumpyRandomState(std::uint32_t seed) : engine_(seed) {}
+  std::int64_t randint(std::int64_t high);
+
+ private:
+  std::mt19937 engine_;
+};
 
 // torch.use_deterministic_algorithms / torch.are_deterministic_algorithms_enabled (off by default).
 void use_deterministic_algorithms(bool on);

@@ -163,7 +163,8 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, const Linear
                       " biases, got " + std::to_string(init.weight.size()) + " and " +
                       std::to_string(init.bias.size()));
   }
-  weight_ = {"weight", from_floats(init.weight, device), zeros(in_ * out_, kFloat32, device)};
+  weight_ = {
+      "weight", from_floats(init.weight, device), zeros(in_ * out_, kFloat32, device), {out_, in_}};
   bias_ = {"bias", from_floats(init.bias, device), zeros(out_, kFloat32, device)};
 }
 

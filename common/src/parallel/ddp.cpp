@@ -208,19 +208,28 @@ void DistributedDataParallel::launch_ready_buckets() {
     // An unused parameter (find_unused_parameters) adds the grad it holds, as any other: zeros
     // after zero_grad(), or what no_sync() steps accumulated. torch 1.13 does the same with a
     // defined .grad, and adds zeros for a .grad that is None.
-    // --8<-- [start:pack_divided]
-    // Pack, already divided by world_size (as torch does): the SUM is then the average.
-    for (std::size_t k : b.params) {
-      b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad / world_);
+    if (comm_hook_) {  // a hook gets the gradients as they are, and divides them itself
+      for (std::size_t k : b.params) {
+        if (options_.gradient_as_bucket_view) continue;  // already there
+        b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad);
+      }
+    } else {
+      // --8<-- [start:pack_divided]
+      // Pack, already divided by world_size (as torch does): the SUM is then the average.
+      for (std::size_t k : b.params) {
+        b.buffer.assign_slice(offset_of_[k], parameters_[k]->grad / world_);
+      }
+      // --8<-- [end:pack_divided]
     }
-    // --8<-- [end:pack_divided]
+    reduced_once_ = true;
     try {
       if (overlap_) {  // queued behind the group's earlier calls; waited for at the end
-        in_flight_.push_back(
-            default_group().all_reduce(b.buffer, ReduceOp::SUM, {.async_op = true}));
+        in_flight_.push_back(start_bucket(launched_, b.buffer, true));
       } else {
         const Timeline::Span span(options_.timeline, span_name(launched_));
-        bytes_sent_ += default_group().all_reduce(b.buffer, ReduceOp::SUM, {}).bytes_sent();
+        CommFuture reduced = start_bucket(launched_, b.buffer, false);
+        reduced.wait();
+        bytes_sent_ += reduced.bytes_sent();
       }
     } catch (const Error&) {
       failed_ = true;
@@ -228,6 +237,38 @@ void DistributedDataParallel::launch_ready_buckets() {
     }
     ++launched_;
   }
+}
+
+CommFuture DistributedDataParallel::start_bucket(std::size_t b, Tensor& buffer, bool async) {
+  const Bucket& bucket = buckets_[b];
+  if (!comm_hook_) {
+    return CommFuture(default_group().all_reduce(buffer, ReduceOp::SUM, {.async_op = async}));
+  }
+  std::vector<Parameter*> params;
+  std::vector<std::int64_t> offsets;
+  for (std::size_t k : bucket.params) {
+    params.push_back(parameters_[k]);
+    offsets.push_back(offset_of_[k]);
+  }
+  GradBucket view(b, b + 1 == buckets_.size(), buffer, std::move(params), std::move(offsets));
+  return comm_hook_(view);
+}
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  if (!hook) throw ConfigError("DistributedDataParallel.register_comm_hook: the hook is empty");
+  if (comm_hook_) {
+    throw ConfigError(
+        "DistributedDataParallel.register_comm_hook: a hook is already registered, and a DDP "
+        "takes one (torch 1.13: \"register_comm_hook or register_builtin_comm_hook can only be "
+        "called once.\")");
+  }
+  if (reduced_once_) {
+    throw ConfigError(
+        "DistributedDataParallel.register_comm_hook: gradients were already reduced without the "
+        "hook; register it before the first backward, so that every step is reduced alike "
+        "(torch documents the rule and does not check it)");
+  }
+  comm_hook_ = std::move(hook);
 }
 
 std::string DistributedDataParallel::span_name(std::size_t b) const {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dist/check.h"
 #include "dist/init.h"
@@ -56,11 +57,18 @@ void Join::join() {
       if (count.item(0) == 0) break;
       last_joiner_ = false;
       ++shadowed_;
-      for (const DistributedDataParallel::Bucket& b : ddp.buckets_) {
-        Tensor zeros = Tensor::zeros(b.numel, kFloat32, device);
-        group.all_reduce(zeros, ReduceOp::SUM);
+      // Each bucket reduced as the training ranks reduce theirs: through the communication hook
+      // if there is one (as torch's join hook runs it on zeros), all started before the used
+      // map and waited for after it, the training ranks' order.
+      std::vector<Tensor> zeros;
+      zeros.reserve(ddp.buckets_.size());  // the hooks keep pointers to them
+      std::vector<CommFuture> shadows;
+      for (std::size_t b = 0; b < ddp.buckets_.size(); ++b) {
+        zeros.push_back(Tensor::zeros(ddp.buckets_[b].numel, kFloat32, device));
+        shadows.push_back(ddp.start_bucket(b, zeros.back(), false));
       }
       if (count.item(1) > 0) ddp.reduce_used_map(false);
+      for (CommFuture& shadow : shadows) shadow.wait();
     }
     // The last rank to join holds the model every rank must end with (ties: the highest rank).
     Tensor source = Tensor::full(1, last_joiner_ ? group.rank() : -1, kInt64, device);
