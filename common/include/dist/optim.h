@@ -13,8 +13,8 @@
 // multiply-add on an AVX2 CPU and on a GPU; its momentum: SGDOptions below).
 // Adam is an optimizer whose state is worth sharding: it keeps two running averages for every
 // parameter value, of the gradient (exp_avg, m) and of its square (exp_avg_sq, v), and steps each
-// value by lr * m_hat / (sqrt(v_hat)
-// + eps), the two averages corrected for starting at zero (t counts the steps, from 1):
+// value by lr * m_hat / (sqrt(v_hat) + eps), the two averages corrected for starting at zero (t
+// counts the steps, from 1):
 //   g = grad + weight_decay * param    (only when weight_decay != 0: L2, not AdamW's decay)
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g * g
