@@ -90,6 +90,15 @@ std::uint64_t initial_seed();
 Tensor randint(std::int64_t low, std::int64_t high, std::int64_t n,
                Generator& generator = default_generator());
 
+// torch.use_deterministic_algorithms / torch.are_deterministic_algorithms_enabled (off by default).
+void use_deterministic_algorithms(bool on);
+bool are_deterministic_algorithms_enabled();
+
+// Post C's init_seeds(seed, cuda_deterministic): seeds the default generator and sets the
+// deterministic switch. Call it with seed + rank, so that ranks draw different augmentations.
+void init_seeds(std::uint64_t seed, bool deterministic = true);
+// --8<-- [end:torch_api]
+
 // torch.randn(n, generator=g): n float32 values from the standard normal distribution, on the
 // CPU, value for value as torch 1.13 draws them on an x86 CPU with AVX2 (what torch picks there):
 //   * n < 16: one float64 normal per value (Box-Muller on two 53-bit uniforms, the pair's second
@@ -114,15 +123,6 @@ class NumpyRandomState {
  private:
   std::mt19937 engine_;
 };
-
-// torch.use_deterministic_algorithms / torch.are_deterministic_algorithms_enabled (off by default).
-void use_deterministic_algorithms(bool on);
-bool are_deterministic_algorithms_enabled();
-
-// Post C's init_seeds(seed, cuda_deterministic): seeds the default generator and sets the
-// deterministic switch. Call it with seed + rank, so that ranks draw different augmentations.
-void init_seeds(std::uint64_t seed, bool deterministic = true);
-// --8<-- [end:torch_api]
 
 // What iter(DataLoader) draws for its workers: torch.empty((), dtype=torch.int64).random_(
 // generator=loader.generator), from the default generator when the loader has none. Two 32-bit
