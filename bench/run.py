@@ -266,7 +266,7 @@ TIMED_HOOKS = (None, "allreduce", "fp16", "bf16", "powersgd")  # None: DDP's own
 
 def gloo_all_reduce_bytes(n, world, rank, e=4):
     """What one rank sends for an all_reduce of n values of e bytes on the library's Gloo mesh
-    (common/include/dist/backends/gloo_mesh.h): one step up to 128 KiB + 40 bytes, the ring above."""
+    (common/src/backends/gloo_mesh.h): one step up to 128 KiB + 40 bytes, the ring above."""
     if world == 1 or n == 0:
         return 0
     if e * n <= 128 * 1024 + 40:
@@ -356,11 +356,12 @@ def hooks(args):
 def hooks_report(args, result):
     """The report's hooks section: bytes against their closed forms, then time and accuracy."""
     lines = ["## Communication hooks (chapter 09's classifier)", "",
-             "Gradient bytes rank 0 sent in one step (`--comm-hook NAME`, PowerSGD from step 2, the "
-             "last step of a 256-image epoch), beside the closed form (bench/run.py hook_bytes: "
-             "DDP's 3 buckets, Gloo's one-step exchange, PowerSGD's compression rule); factor = "
-             "bytes / allreduce's.", "",
-             "| ranks | hook | bytes per step | closed form | factor | |", "|---|---|---|---|---|---|"]
+             "Gradient bytes rank 0 sent in one step (`--comm-hook NAME`, PowerSGD from step 2, "
+             "the last step of a 256-image epoch), beside the closed form (bench/run.py "
+             "hook_bytes: DDP's 3 buckets, the library's Gloo all_reduce, PowerSGD's "
+             "compression rule); factor = bytes / allreduce's.", "",
+             "| ranks | hook | bytes per step | closed form | factor | |",
+             "|---|---|---|---|---|---|"]
     base = {s["world"]: s["closed_form"] for s in result["bytes"] if s["hook"] == "allreduce"}
     for s in result["bytes"]:
         name = s["hook"] + (f", rank {s['rank']}" if s["hook"] == "powersgd" else "")

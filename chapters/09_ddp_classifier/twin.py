@@ -7,9 +7,10 @@ It takes the flags of ch09_ddp_classifier that change what is computed (--train-
 --test-samples, --batch-size, --epochs, --lr, --seed, --min-accuracy, --no-sync-bn, --comm-hook,
 --powersgd-rank, --powersgd-start-iter) and prints the same lines; --comm-hook registers torch's
 own hooks (allreduce_hook, fp16_compress_hook, powerSGD_hook with PowerSGDState); bf16 exits 2:
-torch 1.13's bf16_compress_hook needs CUDA and NCCL, and its gloo cannot reduce bfloat16; --accumulate, --checkpoint, --resume, --trace and the bucket flags are the C++
-chapter's own (in PyTorch they are ddp.no_sync(), torch.save on rank 0 and torch.load with
-map_location, torch.profiler, and DDP(bucket_cap_mb=...)). The data, the initial weights
+torch 1.13's bf16_compress_hook needs CUDA and NCCL, and its gloo cannot reduce bfloat16.
+--accumulate, --checkpoint, --resume, --trace and the bucket flags are the C++ chapter's own
+(in PyTorch they are ddp.no_sync(), torch.save on rank 0 and torch.load with map_location,
+torch.profiler, and DDP(bucket_cap_mb=...)). The data, the initial weights
 and the augmentation draws are the same bits as in main.cpp (the same files, the same torch.randint
 draws), and so are the learning rates (torch's CosineAnnealingLR, which dist::CosineAnnealingLR
 reproduces); torch then computes in float32 in its own order, so tests/chapters/chapter_check.py

@@ -70,7 +70,8 @@ def check(bin_dir, data, nproc, flags, judged):
     if not re.search(rf"^\[rank 0/{nproc}\] {re.escape(JUDGED if judged else REPORTED)}", out, re.M):
         problems.append("no OK line that " + ("judges the accuracy against the default run's floor"
                                               if judged else "reports the accuracy unjudged"))
-    sent = re.findall(rf"^\[rank 0/{nproc}\] gradient bytes sent in the last step: (\d+)$", out, re.M)
+    sent = re.findall(rf"^\[rank 0/{nproc}\] gradient bytes sent in the last step: (\d+)$", out,
+                      re.M)
     if "--comm-hook" in flags and (len(sent) != 1 or int(sent[0]) <= 0):
         problems.append(f"a hook, and gradient bytes sent in the last step: {sent}")
     if "--comm-hook" not in flags and sent:
