@@ -64,8 +64,8 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_int("--accumulate", &f.accumulate, "batches per optimizer step (no_sync)", 1, 64);
   cli.add_flag("--sync-bn", &f.sync_bn, "BatchNorm over the global batch", "--no-sync-bn");
   cli.add_string("--comm-hook", &f.comm_hook,
-                 "DDP communication hook: allreduce, fp16, bf16 or powersgd (default: none, "
-                 "DDP's own averaging)");
+                 "DDP communication hook: allreduce, fp16, bf16 or powersgd; none is DDP's "
+                 "own averaging");
   cli.add_int("--powersgd-rank", &f.powersgd_rank, "PowerSGD's matrix_approximation_rank", 1, 64);
   cli.add_int("--powersgd-start-iter", &f.powersgd_start_iter,
               "PowerSGD's start_powerSGD_iter: the steps before it use allreduce (torch: 1000)", 2,
