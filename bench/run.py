@@ -17,6 +17,10 @@ What it runs, in this order (each program checks its own results; a wrong result
   5. chapter 12 at each --worlds size, stage 0 (DDP), 1, 2, 3 and 3 without prefetch, beside
      its twin's stages 0 and 1 (torch's DDP + Adam, and DDP + ZeroRedundancyOptimizer): samples/s,
      step time and memory per rank, the best of --sweeps runs each, alternating
+  6. DDP communication hooks (hooks) on chapter 09's classifier: the gradient bytes of a step with
+     allreduce, fp16, bf16 and PowerSGD at rank 1-4, at each --worlds size above 1, each against
+     its closed form (a difference fails the run); then at 2 ranks each hook's step time and
+     accuracy beside the twin's (torch 1.13 with the same hook), the best of --sweeps runs each
 --sections runs some of these only (startup is 1 and 2).
 Then OUT/report.md (tables with our/PyTorch ratios and the targets of bench/README.md), and, when
 gnuplot is installed, OUT/busbw_<op>.png and OUT/latency_<op>.png. Raw rows: OUT/*.json.
@@ -26,6 +30,7 @@ the same run. The exit status is 1 only if a program fails or a result is wrong.
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -40,7 +45,7 @@ from disttut.ddprun import ddprun  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
-SECTIONS = ("startup", "collectives", "training", "sharding")
+SECTIONS = ("startup", "collectives", "training", "sharding", "hooks")
 TIMEOUT = 1800  # seconds for one program: a sweep to 256 MiB at 4 ranks takes minutes, not hours
 
 
@@ -250,6 +255,137 @@ def sharding_report(args, shard):
     return lines
 
 
+# Chapter 09's parameters as its DDP gets them (fc1 weight and bias, BatchNorm's weight and bias,
+# fc2 weight and bias) and its bucket cap (--bucket-mb 0.005): what the closed forms count.
+CH09_SHAPES = ((128, 196), (128,), (128,), (128,), (10, 128), (10,))
+CH09_BUCKET_MB = 0.005
+HOOK_RUNS = (("allreduce", 0), ("fp16", 0), ("bf16", 0), ("powersgd", 1), ("powersgd", 2),
+             ("powersgd", 3), ("powersgd", 4))
+TIMED_HOOKS = (None, "allreduce", "fp16", "bf16", "powersgd")  # None: DDP's own averaging
+
+
+def gloo_all_reduce_bytes(n, world, rank, e=4):
+    """What one rank sends for an all_reduce of n values of e bytes on the library's Gloo mesh
+    (common/src/backends/gloo_mesh.h): one step up to 128 KiB + 40 bytes, the ring above."""
+    if world == 1 or n == 0:
+        return 0
+    if e * n <= 128 * 1024 + 40:
+        return e * n * (world - 1)
+    seg = lambda s: n * (s % world + 1) // world - n * (s % world) // world
+    return e * (2 * n - seg(rank) - seg(rank + 1))
+
+
+def ch09_buckets():
+    """DDP's buckets, last parameter first, a new one when the cap would be passed."""
+    cap, buckets = int(CH09_BUCKET_MB * 1024 * 1024 / 4), []
+    for shape in reversed(CH09_SHAPES):
+        filled = sum(map(math.prod, buckets[-1])) if buckets else 0
+        if not buckets or (filled > 0 and filled + math.prod(shape) > cap):
+            buckets.append([])
+        buckets[-1].append(shape)
+    return buckets
+
+
+def hook_bytes(hook, r, world, rank=0):
+    """The closed form: rank 0's gradient bytes in one step. allreduce: each bucket's float32
+    values; fp16/bf16: 2 bytes a value; PowerSGD (torch's rule, min_compression_rate 2): a matrix
+    n x m (its first dimension by the rest) is sent as P (n r) and Q (m r) when (n + m) r 2 < n m,
+    the rest whole; three all_reduces a bucket (whole values, P, Q)."""
+    total = 0
+    for bucket in ch09_buckets():
+        values = sum(map(math.prod, bucket))
+        if hook in ("allreduce", "fp16", "bf16"):
+            total += gloo_all_reduce_bytes(values, world, rank, 4 if hook == "allreduce" else 2)
+            continue
+        whole = p = q = 0
+        for shape in bucket:
+            n, m = shape[0], math.prod(shape) // shape[0]
+            if len(shape) > 1 and (n + m) * r * 2 < n * m:
+                p, q = p + n * r, q + m * r
+            else:
+                whole += math.prod(shape)
+        total += sum(gloo_all_reduce_bytes(v, world, rank) for v in (whole, p, q))
+    return total
+
+
+def accuracy(out):
+    return float(re.search(r"^\[rank 0/\d+\] held-out accuracy ([\d.]+)%", out, re.M).group(1))
+
+
+def hooks(args):
+    """Chapter 09 with each communication hook. Bytes: a short run per hook, world and rank,
+    PowerSGD from step 2, rank 0's last step against hook_bytes. Speed and accuracy: at 2 ranks,
+    --no-sync-bn (torch's SyncBatchNorm needs GPUs, so the twin computes what --no-sync-bn does),
+    each hook and the twin with the same hook, all runs of a sweep in turn; bf16 in C++ only
+    (torch 1.13 refuses bf16_compress_hook without CUDA)."""
+    program = os.path.join(args.bin, "ch09_ddp_classifier")
+    twin = [PYTHON, os.path.join(ROOT, "chapters", "09_ddp_classifier", "twin.py")]
+    data_dir = ["--data-dir", os.path.join(args.out, "data")]
+    short = ["--train-samples", "256", "--test-samples", "64", "--epochs", "1", "--no-sync-bn"]
+    sent = []
+    for world in [w for w in args.worlds if w > 1]:
+        for hook, r in HOOK_RUNS:
+            flags = ["--comm-hook", hook] + (["--powersgd-rank", str(r), "--powersgd-start-iter",
+                                              "2"] if hook == "powersgd" else [])
+            out = checked(run(launch(args, world, [program] + flags + short + data_dir)),
+                          f"ch09_ddp_classifier {' '.join(flags)}")
+            measured = int(re.search(r"gradient bytes sent in the last step: (\d+)", out).group(1))
+            sent.append({"world": world, "hook": hook, "rank": r, "bytes": measured,
+                         "closed_form": hook_bytes(hook, r, world)})
+    train = (["--train-samples", "1024", "--epochs", "1"] if args.quick else []) + ["--no-sync-bn"]
+    batch, epochs = 32, 1 if args.quick else 4
+    runs = {}
+    for _ in range(args.sweeps):
+        for hook in TIMED_HOOKS:
+            flags = ["--comm-hook", hook] if hook else []
+            sides = [("dist", [program] + data_dir)] + ([("torch", twin)] if hook != "bf16" else [])
+            for impl, cmd in sides:
+                out = checked(run(launch(args, 2, cmd + flags + train + ["--throughput"])),
+                              f"{impl} chapter 09 {' '.join(flags) or '(no hook)'}")
+                rate, step_ms, _ = training_rate(out, 2, batch, epochs)
+                runs.setdefault((impl, hook), []).append(
+                    {"samples_per_s": rate, "step_ms": step_ms, "accuracy": accuracy(out)})
+    timed = []
+    for (impl, hook), values in runs.items():
+        best = dict(max(values, key=lambda v: v["samples_per_s"]))
+        best.update(impl=impl, hook=hook or "none", runs_ms=[v["step_ms"] for v in values])
+        timed.append(best)
+    return {"bytes": sent, "timed": timed}
+
+
+def hooks_report(args, result):
+    """The report's hooks section: bytes against their closed forms, then time and accuracy."""
+    lines = ["## Communication hooks (chapter 09's classifier)", "",
+             "Gradient bytes rank 0 sent in one step (`--comm-hook NAME`, PowerSGD from step 2, "
+             "the last step of a 256-image epoch), beside the closed form (bench/run.py "
+             "hook_bytes: DDP's 3 buckets, the library's Gloo all_reduce, PowerSGD's "
+             "compression rule); factor = bytes / allreduce's.", "",
+             "| ranks | hook | bytes per step | closed form | factor | |",
+             "|---|---|---|---|---|---|"]
+    base = {s["world"]: s["closed_form"] for s in result["bytes"] if s["hook"] == "allreduce"}
+    for s in result["bytes"]:
+        name = s["hook"] + (f", rank {s['rank']}" if s["hook"] == "powersgd" else "")
+        lines.append(f"| {s['world']} | {name} | {s['bytes']:,} | {s['closed_form']:,} | "
+                     f"{s['closed_form'] / base[s['world']]:.4f} | "
+                     f"{'=' if s['bytes'] == s['closed_form'] else '**differs**'} |")
+    by = {(t["impl"], t["hook"]): t for t in result["timed"]}
+    what = ("1 epoch of 1024 images" if args.quick else "the default 4 epochs of 8000 images")
+    lines += ["", f"Chapter 09 at 2 ranks, {what}, `--no-sync-bn --throughput`, each hook, beside "
+              "its twin with torch 1.13's own hook (bf16: torch 1.13 refuses it without CUDA); "
+              "step = ms per training step, the best of "
+              f"{args.sweeps} run(s); accuracy = held-out, after the same training. PowerSGD: "
+              "rank 1 from step 10 (the chapter's default).", "",
+              "| hook | step (ms) | torch step (ms) | step vs torch | accuracy | torch accuracy |",
+              "|---|---|---|---|---|---|"]
+    for hook in TIMED_HOOKS:
+        d, t = by[("dist", hook or "none")], by.get(("torch", hook or "none"))
+        lines.append(f"| {hook or 'none (DDP averages)'} | {d['step_ms']:.3f} | "
+                     + (f"{t['step_ms']:.3f} | {d['step_ms'] / t['step_ms']:.2f}× | "
+                        if t else "– | – | ")
+                     + f"{d['accuracy']:.2f}% | " + (f"{t['accuracy']:.2f}% |" if t else "– |"))
+    return lines + [""]
+
+
 def fmt_bytes(n):
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
@@ -261,7 +397,7 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
-def report(args, rtt, init, life, rows, speed, shard):
+def report(args, rtt, init, life, rows, speed, shard, hooked=None):
     """OUT/report.md from what ran (--sections): the parts that did not run are None."""
     rows = rows or []
     by = {(r["impl"], r["op"], r["world"], r["bytes"]): r for r in rows}
@@ -315,6 +451,16 @@ def report(args, rtt, init, life, rows, speed, shard):
             targets.append(f"| chapter {chapter} samples/s vs its twin (1 and 2 ranks) | "
                            f"{ratios[0]:.2f}×, {ratios[1]:.2f}× | ≥ {target:g}× | "
                            f"{verdict(min(ratios) >= target)} |")
+    if hooked:
+        by = {(t["impl"], t["hook"]): t for t in hooked["timed"]}
+        ratios = [by[("dist", h)]["step_ms"] / by[("torch", h)]["step_ms"]
+                  for h in ("allreduce", "fp16", "powersgd")]
+        targets.append(f"| chapter 09 step time vs torch with the same hook, 2 ranks (allreduce, "
+                       f"fp16, PowerSGD) | {', '.join(f'{r:.2f}×' for r in ratios)} | ≤ 1× | "
+                       f"{verdict(max(ratios) <= 1)} |")
+        same = all(s["bytes"] == s["closed_form"] for s in hooked["bytes"])
+        targets.append(f"| hooks' bytes per step against their closed forms | "
+                       f"{'all equal' if same else 'some differ'} | equal | {verdict(same)} |")
     if targets:
         lines += ["## Targets", "", "| what | measured | target | |", "|---|---|---|---|"]
         lines += targets + [""]
@@ -329,6 +475,8 @@ def report(args, rtt, init, life, rows, speed, shard):
         lines.append("")
     if shard:
         lines += sharding_report(args, shard)
+    if hooked:
+        lines += hooks_report(args, hooked)
     if init:
         lines += ["## Start-up", "",
                   f"Launch to an initialised 2-rank group, median of {args.repeat}: dist "
@@ -461,7 +609,8 @@ def main():
     needed = {"startup": ["bench_loopback", "bench_init", "ch01_get_dist_info"],
               "collectives": ["bench_collectives"],
               "training": ["ch08_ddp_linear", "ch09_ddp_classifier"],
-              "sharding": ["ch12_sharding"]}
+              "sharding": ["ch12_sharding"],
+              "hooks": ["ch09_ddp_classifier"]}
     missing = [name for section in args.sections for name in ["ddprun"] + needed[section]
                if not os.path.exists(os.path.join(args.bin, name))]
     if missing:
@@ -469,7 +618,7 @@ def main():
                  "(cmake --workflow --preset release, or ./tutorial bench)")
     os.makedirs(args.out, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rtt = init = life = rows = speed = shard = None
+    rtt = init = life = rows = speed = shard = hooked = None
     if "startup" in args.sections:
         rtt = loopback(args)
         init = init_times(args)
@@ -482,13 +631,21 @@ def main():
         shard = sharding(args)
         with open(os.path.join(args.out, "sharding.json"), "w") as f:
             json.dump(shard, f, indent=1)
+    if "hooks" in args.sections:
+        hooked = hooks(args)
+        with open(os.path.join(args.out, "hooks.json"), "w") as f:
+            json.dump(hooked, f, indent=1)
     wrong = sum(r["wrong"] for r in rows or [])
-    report(args, rtt, init, life, rows, speed, shard)
+    report(args, rtt, init, life, rows, speed, shard, hooked)
     if rows:
         plots(args, rows)
     log(f"report: {os.path.join(args.out, 'report.md')}")
     if wrong:
         raise SystemExit(f"bench: {wrong} wrong elements: see #wrong in the report")
+    differ = [s for s in (hooked or {}).get("bytes", []) if s["bytes"] != s["closed_form"]]
+    if differ:
+        raise SystemExit(f"bench: {len(differ)} hook row(s) sent other than the closed form's "
+                         "bytes: see the hooks section of the report")
 
 
 if __name__ == "__main__":

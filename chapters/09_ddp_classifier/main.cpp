@@ -152,16 +152,19 @@ int main(int argc, char** argv) {
     // NCCL forbids two threads issuing operations on one GPU at once, even on two communicators:
     // with NCCL and SyncBatchNorm, the buckets stay on the main thread (no overlap).
     const bool nccl_sync_bn = f.sync_bn && dist::get_backend() == "nccl";
+    std::optional<dist::PowerSGDState> powersgd;  // --comm-hook powersgd: outlives ddp
     auto ddp = std::make_unique<dist::DistributedDataParallel>(
         model.parameters(), dist::DdpOptions{.bucket_cap_mb = f.bucket_mb,
                                              .overlap = f.overlap && !nccl_sync_bn,
                                              .timeline = t,
                                              .buffers = model.buffers()});  // broadcast_buffers
+    const std::string hook = register_comm_hook(f, *ddp, powersgd);         // --comm-hook: or none
     dist::out0() << "DDP: " << ddp->buckets().size() << " gradient buckets of at most "
                  << f.bucket_mb << " MiB, " << (ddp->overlapping() ? "overlapping" : "after")
                  << " backward; BatchNorm " << (f.sync_bn ? "synchronised, " : "per rank, ")
                  << "buffers broadcast from rank 0"
-                 << (f.resume ? "; resumed after epoch " + std::to_string(first_epoch) : "");
+                 << (f.resume ? "; resumed after epoch " + std::to_string(first_epoch) : "")
+                 << hook;
 
     // ---- Step 3: SGD, its learning rate falling along a cosine to 0 at the run's last step
     dist::DistributedSampler sampler(train.size(), {.seed = f.seed});
@@ -175,7 +178,8 @@ int main(int argc, char** argv) {
     std::optional<Counts> evaluated;                                   // the last epoch's
     auto training_time = std::chrono::steady_clock::duration::zero();  // steps only (--throughput)
     std::int64_t trained = 0;                                          // samples, this rank
-    for (int epoch = first_epoch; epoch < f.last_epoch(); ++epoch) {   // --stop-after: earlier
+    std::int64_t step_bytes = 0;  // the gradients' bytes this rank sent in the last step
+    for (int epoch = first_epoch; epoch < f.last_epoch(); ++epoch) {  // --stop-after: earlier
       const auto epoch_started = std::chrono::steady_clock::now();
       const double first_lr = optimizer.lr();
       sampler.set_epoch(epoch);
@@ -184,6 +188,7 @@ int main(int argc, char** argv) {
       const auto batches = batch_sampler.batches();  // a new pass: set_epoch's shuffle
       double loss_sum = 0;
       for (std::size_t step = 0; step < batches.size(); ++step) {
+        const std::int64_t sent = ddp->bytes_sent();
         // --8<-- [start:train_step]
         const bool sync = (step + 1) % f.accumulate == 0 || step + 1 == batches.size();
         std::optional<dist::DistributedDataParallel::NoSync> local;
@@ -208,6 +213,7 @@ int main(int argc, char** argv) {
           schedule.step();
         }
         // --8<-- [end:train_step]
+        if (sync) step_bytes = ddp->bytes_sent() - sent;
         loss_sum += loss.loss;
         progress(epoch, f.epochs, step, batches.size(), loss_sum / static_cast<double>(step + 1));
       }
@@ -236,6 +242,7 @@ int main(int argc, char** argv) {
     const bool identical = same_on_every_rank(print, device);  // an all_gather of the prints
     dist::out0() << "held-out accuracy " << percent(correct, counted) << " on " << counted
                  << " test images";
+    if (!hook.empty()) dist::out0() << "gradient bytes sent in the last step: " << step_bytes;
     if (t != nullptr) timeline.write(f.trace_dir + "/rank" + std::to_string(rank) + ".json");
     const bool known = f.default_run() && world <= 4;  // where the README measured the floor
     const double floor = known ? std::max(0.75, f.min_accuracy) : f.min_accuracy;
@@ -244,17 +251,6 @@ int main(int argc, char** argv) {
     const bool job_ok = dist::all_ranks_ok(identical && once && reached);
     ddp.reset();  // its gradient group goes before the default group
     dist::destroy_process_group();
-    const std::string floor_text = percent(std::llround(floor * 1e4), 10000);
-    if (!job_ok) {
-      dist::out0() << "MISMATCH: replicas identical " << (identical ? "yes" : "no")
-                   << ", every test image counted once " << (once ? "yes" : "no")
-                   << ", accuracy floor " << floor_text << " reached " << (reached ? "yes" : "no");
-      return rank == 0 ? dist::kExitFailure : dist::kExitOk;
-    }
-    dist::out0() << "OK: the replicas are bit-identical, every test image was counted once, and "
-                 << (floor > 0 ? "the accuracy reached the floor of " + floor_text
-                               : "the accuracy is reported, not judged (the floor is known for "
-                                 "the default run only)");
-    return dist::kExitOk;
+    return verdict(rank, job_ok, identical, once, reached, floor);
   });
 }

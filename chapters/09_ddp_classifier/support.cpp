@@ -1,4 +1,4 @@
-// Chapter 09's support code (see support.h): flags, the data set, checkpoints, printing.
+// Chapter 09's support code (see support.h): flags, the data set, checkpoints, printing, hooks.
 #include "support.h"
 
 #include <unistd.h>
@@ -44,6 +44,7 @@ bool Flags::default_run() const {
   return train_samples == d.train_samples && test_samples == d.test_samples &&
          batch_size == d.batch_size && epochs == d.epochs && seed == d.seed &&
          accumulate == d.accumulate && lr == d.lr && sync_bn == d.sync_bn &&
+         (comm_hook.empty() || comm_hook == "allreduce") &&
          (stop_after == 0 || stop_after >= epochs);
 }
 
@@ -62,6 +63,13 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_flag("--overlap", &f.overlap, "all_reduce buckets during backward", "--no-overlap");
   cli.add_int("--accumulate", &f.accumulate, "batches per optimizer step (no_sync)", 1, 64);
   cli.add_flag("--sync-bn", &f.sync_bn, "BatchNorm over the global batch", "--no-sync-bn");
+  cli.add_string("--comm-hook", &f.comm_hook,
+                 "DDP communication hook: allreduce, fp16, bf16 or powersgd; none is DDP's "
+                 "own averaging");
+  cli.add_int("--powersgd-rank", &f.powersgd_rank, "PowerSGD's matrix_approximation_rank", 1, 64);
+  cli.add_int("--powersgd-start-iter", &f.powersgd_start_iter,
+              "PowerSGD's start_powerSGD_iter: the steps before it use allreduce (torch: 1000)", 2,
+              1000000);
   cli.add_string("--data-dir", &f.data_dir, "where rank 0 writes the prepared data");
   cli.add_string("--checkpoint", &f.checkpoint, "rank 0 saves here after every epoch");
   cli.add_int("--stop-after", &f.stop_after,
@@ -75,8 +83,31 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
                  "also require this held-out accuracy (the default run is held to 0.75)", 0, 1);
   if (!cli.parse(argc, argv)) return std::nullopt;
   f.init = cli.init_options();
+  if (!f.comm_hook.empty() && f.comm_hook != "allreduce" && f.comm_hook != "fp16" &&
+      f.comm_hook != "bf16" && f.comm_hook != "powersgd") {
+    throw dist::ConfigError("--comm-hook: want allreduce, fp16, bf16 or powersgd, got '" +
+                            f.comm_hook + "'");
+  }
   check_paths(f);
   return f;
+}
+
+std::string register_comm_hook(const Flags& f, dist::DistributedDataParallel& ddp,
+                               std::optional<dist::PowerSGDState>& powersgd) {
+  if (f.comm_hook.empty()) return "";
+  dist::ProcessGroup& group = dist::default_group();
+  std::string name = f.comm_hook;
+  if (f.comm_hook == "allreduce") ddp.register_comm_hook(group, dist::allreduce_hook);
+  if (f.comm_hook == "fp16") ddp.register_comm_hook(group, dist::fp16_compress_hook);
+  if (f.comm_hook == "bf16") ddp.register_comm_hook(group, dist::bf16_compress_hook);
+  if (f.comm_hook == "powersgd") {
+    powersgd.emplace(dist::PowerSGDOptions{.matrix_approximation_rank = f.powersgd_rank,
+                                           .start_powerSGD_iter = f.powersgd_start_iter});
+    ddp.register_comm_hook(*powersgd, dist::powerSGD_hook);
+    name += " (rank " + std::to_string(f.powersgd_rank) + " from step " +
+            std::to_string(f.powersgd_start_iter) + ")";
+  }
+  return "; comm hook " + name;
 }
 
 void save_checkpoint(const std::string& path, const std::vector<dist::Tensor*>& state,
@@ -147,6 +178,22 @@ std::string rate(double lr) {
   char text[32];
   std::snprintf(text, sizeof text, "%.4g", lr);
   return text;
+}
+
+int verdict(int rank, bool job_ok, bool identical, bool once, bool reached, double floor) {
+  const auto yes = [](bool b) { return b ? "yes" : "no"; };
+  const std::string floor_text = percent(std::llround(floor * 1e4), 10000);
+  if (!job_ok) {
+    dist::out0() << "MISMATCH: replicas identical " << yes(identical)
+                 << ", every test image counted once " << yes(once) << ", accuracy floor "
+                 << floor_text << " reached " << yes(reached);
+    return rank == 0 ? dist::kExitFailure : dist::kExitOk;
+  }
+  dist::out0() << "OK: the replicas are bit-identical, every test image was counted once, and "
+               << (floor > 0 ? "the accuracy reached the floor of " + floor_text
+                             : "the accuracy is reported, not judged (the floor is known for "
+                               "the default run only)");
+  return dist::kExitOk;
 }
 
 }  // namespace ch09

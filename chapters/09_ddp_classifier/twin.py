@@ -4,10 +4,13 @@ flow would be written for it.
 Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
     ddprun --standalone --nproc-per-node 1 twin.py
 It takes the flags of ch09_ddp_classifier that change what is computed (--train-samples,
---test-samples, --batch-size, --epochs, --lr, --seed, --min-accuracy, --no-sync-bn) and prints
-the same lines; --accumulate, --checkpoint, --resume, --trace and the bucket flags are the C++
-chapter's own (in PyTorch they are ddp.no_sync(), torch.save on rank 0 and torch.load with
-map_location, torch.profiler, and DDP(bucket_cap_mb=...)). The data, the initial weights
+--test-samples, --batch-size, --epochs, --lr, --seed, --min-accuracy, --no-sync-bn, --comm-hook,
+--powersgd-rank, --powersgd-start-iter) and prints the same lines; --comm-hook registers torch's
+own hooks (allreduce_hook, fp16_compress_hook, powerSGD_hook with PowerSGDState); bf16 exits 2:
+torch 1.13's bf16_compress_hook needs CUDA and NCCL, and its gloo cannot reduce bfloat16.
+--accumulate, --checkpoint, --resume, --trace and the bucket flags are the C++ chapter's own
+(in PyTorch they are ddp.no_sync(), torch.save on rank 0 and torch.load with map_location,
+torch.profiler, and DDP(bucket_cap_mb=...)). The data, the initial weights
 and the augmentation draws are the same bits as in main.cpp (the same files, the same torch.randint
 draws), and so are the learning rates (torch's CosineAnnealingLR, which dist::CosineAnnealingLR
 reproduces); torch then computes in float32 in its own order, so tests/chapters/chapter_check.py
@@ -24,6 +27,8 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.optim.lr_scheduler import CosineAnnealingLR
 from torch.utils.data import BatchSampler
@@ -66,14 +71,38 @@ def evaluate(ddp, images, labels):
     return counts.tolist()
 
 
+def register_comm_hook(ddp, args):
+    """--comm-hook: torch's own hook on ddp, or none; the DDP line's end, as ch09 prints it."""
+    if args.comm_hook is None:
+        return ""
+    if args.comm_hook == "powersgd":
+        ddp.state = powersgd.PowerSGDState(process_group=None,
+                                           matrix_approximation_rank=args.powersgd_rank,
+                                           start_powerSGD_iter=args.powersgd_start_iter)
+        ddp.register_comm_hook(ddp.state, powersgd.powerSGD_hook)
+        return (f"; comm hook powersgd (rank {args.powersgd_rank} from step "
+                f"{args.powersgd_start_iter})")
+    hook = {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook}
+    ddp.register_comm_hook(None, hook[args.comm_hook])
+    return f"; comm hook {args.comm_hook}"
+
+
 def main():
     p = argparse.ArgumentParser()
     add_training_flags(p, train_samples=8000, test_samples=2000, epochs=4, lr=0.1)
     p.add_argument("--min-accuracy", type=float, default=0.0)
     p.add_argument("--no-sync-bn", action="store_true")
+    p.add_argument("--comm-hook", choices=("allreduce", "fp16", "bf16", "powersgd"), default=None)
+    p.add_argument("--powersgd-rank", type=int, default=1)
+    p.add_argument("--powersgd-start-iter", type=int, default=10)
     p.add_argument("--throughput", action="store_true",
                    help="also print the training steps' samples per second (for bench/run.py)")
     args = p.parse_args()
+    if args.comm_hook == "bf16":
+        print("twin.py: --comm-hook bf16: torch 1.13's DDP refuses bf16_compress_hook without "
+              "CUDA 11+ and NCCL 2.10+, and its gloo cannot all_reduce bfloat16 (the C++ "
+              "chapter runs it on Gloo)", file=sys.stderr)
+        sys.exit(2)
 
     rank, world, train_x, train_y, test_x, test_y = join_and_read(args)
 
@@ -83,8 +112,9 @@ def main():
     uniform_init(model[0], g)
     uniform_init(model[3], g)
     ddp = DDP(model)  # broadcast_buffers=True, torch's default: rank 0's BatchNorm buffers
+    hook = register_comm_hook(ddp, args)
     out0("DDP: torch's own buckets; BatchNorm " +
-         ("per rank (torch's SyncBatchNorm needs GPUs)" if world > 1 else "on the one rank"))
+         ("per rank (torch's SyncBatchNorm needs GPUs)" if world > 1 else "on the one rank") + hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     criterion = nn.CrossEntropyLoss()
     sampler = DistributedSampler(range(len(train_y)), seed=args.seed)
@@ -130,7 +160,7 @@ def main():
     # than one, ch09's default run uses SyncBatchNorm, which the twin cannot) or --min-accuracy.
     defaults = all(getattr(args, k) == p.get_default(k) for k in
                    ("train_samples", "test_samples", "batch_size", "epochs", "lr", "seed",
-                    "no_sync_bn"))
+                    "no_sync_bn")) and args.comm_hook in (None, "allreduce")
     floor = max(0.75, args.min_accuracy) if defaults and world == 1 else args.min_accuracy
     once, reached = counted == len(test_y), correct >= floor * counted
     if not (identical and once and reached):

@@ -6,10 +6,12 @@
 What DDP promises is checked on every run, whatever the flags: exit 0; every rank prints one
 replica fingerprint (a hash of the parameters and BatchNorm's buffers) and they are all equal; the
 held-out accuracy is over exactly --test-samples images; the OK line says the replicas are
-bit-identical and every test image was counted once. The accuracy is judged only where it is known:
-the default run (every flag that changes what is computed at its default, 1 to 4 ranks) must reach
-the floor of 75% and, at 1 and 2 ranks, must not fall from one epoch to the next (the cosine
-learning-rate schedule's promise); every other run must say its accuracy is reported, not judged.
+bit-identical and every test image was counted once; with --comm-hook, rank 0 prints the
+gradient bytes of the last step (more than 0), and without one no such line. The accuracy is
+judged only where it is known: the default run (every flag that changes what is computed at its
+default, 1 to 4 ranks) must reach the floor of 75% and, at 1 and 2 ranks, must not fall from one
+epoch to the next (the cosine learning-rate schedule's promise); every other run must say its
+accuracy is reported, not judged.
 Each run has a 120 s deadline. Exit 0 when every run holds.
 """
 import re
@@ -41,6 +43,13 @@ CASES = [
     (3, ["--test-samples", "1", "--epochs", "1"], False),  # two ranks evaluate no image at all
     (3, ["--train-samples", "64", "--batch-size", "4096", "--epochs", "2"], False),
     (2, ["--bucket-mb", "25", "--no-overlap"], True),  # how gradients travel is not what they are
+    # DDP communication hooks: allreduce_hook averages as DDP does (judged); the others compress.
+    (2, ["--comm-hook", "allreduce"], True),
+    (2, ["--comm-hook", "fp16", "--epochs", "2"], False),
+    (3, ["--comm-hook", "bf16", "--epochs", "1"], False),
+    (2, ["--comm-hook", "powersgd", "--epochs", "2"], False),
+    (3, ["--comm-hook", "powersgd", "--powersgd-rank", "4", "--powersgd-start-iter", "2",
+         "--epochs", "1"], False),
 ]
 
 
@@ -61,6 +70,12 @@ def check(bin_dir, data, nproc, flags, judged):
     if not re.search(rf"^\[rank 0/{nproc}\] {re.escape(JUDGED if judged else REPORTED)}", out, re.M):
         problems.append("no OK line that " + ("judges the accuracy against the default run's floor"
                                               if judged else "reports the accuracy unjudged"))
+    sent = re.findall(rf"^\[rank 0/{nproc}\] gradient bytes sent in the last step: (\d+)$", out,
+                      re.M)
+    if "--comm-hook" in flags and (len(sent) != 1 or int(sent[0]) <= 0):
+        problems.append(f"a hook, and gradient bytes sent in the last step: {sent}")
+    if "--comm-hook" not in flags and sent:
+        problems.append("no hook, yet a line of gradient bytes")
     accuracies = [float(a) for a in re.findall(r"test accuracy ([\d.]+)%$", out, re.M)]
     epochs = int(flags[flags.index("--epochs") + 1]) if "--epochs" in flags else 4
     if len(accuracies) != epochs:
