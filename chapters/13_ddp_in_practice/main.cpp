@@ -176,12 +176,14 @@ int main(int argc, char** argv) {
       runs.back().name += " rank " + std::to_string(r);
     }
     bool bytes_ok = runs[0].weights == runs[1].weights;  // allreduce_hook: DDP's own, bit for bit
+    std::string losses;
     for (const HookRun& run : runs) {
       dist::out0() << run.name << ": " << grouped(run.bytes) << " bytes a step (closed form "
-                   << grouped(run.closed_form) << "), loss at step " << f.steps << " "
-                   << fixed6(run.loss);
+                   << grouped(run.closed_form) << ")";
       bytes_ok = bytes_ok && run.bytes == run.closed_form;
+      losses += (losses.empty() ? "" : ", ") + run.name + " " + fixed6(run.loss);
     }
+    dist::out0() << "loss at step " << f.steps << ": " << losses;
 
     // ---- Step 4: gradient_as_bucket_view: the grads live in the buckets
     std::int64_t rise[2] = {0, 0}, psi = 0;
