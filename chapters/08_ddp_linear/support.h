@@ -41,7 +41,7 @@ LineFit least_squares(const Dataset& d);
 // "w = 0.515263, b = -0.441378": the model's weight and bias with `decimals` digits.
 std::string weights_text(const dist::Linear& model, int decimals = 6);
 std::string fixed(double v, int decimals = 6);
-// Rank 0 prints "epoch  0: loss 7.447744" for the first five epochs, then every fifth and the
+// Rank 0 prints "epoch  0: loss 7.447743" for the first five epochs, then every fifth and the
 // last: enough to see the curve flatten, short enough to read.
 void print_losses(const std::vector<double>& losses);
 

@@ -9,10 +9,12 @@
 //   optimizer.zero_grad();  model.backward(...);  optimizer.step();
 //   dist::CosineAnnealingLR schedule(optimizer, steps);                 // any dist::Optimizer
 //
-// SGD steps p -= lr * p.grad (its momentum: SGDOptions below). Adam is an optimizer whose state is
-// worth sharding: it keeps two running averages for every parameter value, of the gradient
-// (exp_avg, m) and of its square (exp_avg_sq, v), and steps each value by lr * m_hat / (sqrt(v_hat)
-// + eps), the two averages corrected for starting at zero (t counts the steps, from 1):
+// SGD steps p -= lr * p.grad, rounded once (torch's p.add_(grad, alpha=-lr) is a fused
+// multiply-add on an AVX2 CPU and on a GPU; its momentum: SGDOptions below).
+// Adam is an optimizer whose state is worth sharding: it keeps two running averages for every
+// parameter value, of the gradient (exp_avg, m) and of its square (exp_avg_sq, v), and steps each
+// value by lr * m_hat / (sqrt(v_hat) + eps), the two averages corrected for starting at zero (t
+// counts the steps, from 1):
 //   g = grad + weight_decay * param    (only when weight_decay != 0: L2, not AdamW's decay)
 //   m = beta1 * m + (1 - beta1) * g
 //   v = beta2 * v + (1 - beta2) * g * g

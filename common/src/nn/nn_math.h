@@ -127,33 +127,6 @@ DIST_HOST_DEVICE inline void cross_entropy_row(const float* logits, const std::i
   }
 }
 
-// SGD: p - lr * g in float32, rounded after the product and after the difference.
-DIST_HOST_DEVICE inline float sgd(float param, float grad, float lr) {
-  return param - lr * grad;
-}
-
-// SGD with momentum, one value, as torch 1.13's _single_tensor_sgd: the buffer (the gradient
-// itself at the first step) becomes m * buf + (1 - dampening) * grad, each product and sum
-// rounded to float32 as torch's mul_ and add_ round them; the step is buf, or grad + m * buf
-// with nesterov. Updates `buf` and returns the new parameter.
-DIST_HOST_DEVICE inline float sgd_momentum(float param, float grad, float& buf, bool first,
-                                           float lr, float momentum, float one_minus_dampening,
-                                           bool nesterov) {
-  if (first) {
-    buf = grad;
-  } else {
-    const float decayed = buf * momentum;
-    const float added = one_minus_dampening * grad;
-    buf = decayed + added;
-  }
-  float direction = buf;
-  if (nesterov) {
-    const float ahead = momentum * buf;
-    direction = grad + ahead;
-  }
-  return sgd(param, direction, lr);
-}
-
 // a * b + c rounded once, as a fused multiply-add: called by name, on the host (std::fmaf) and
 // in a kernel (__fmaf_rn), so that it is fused on every build and never anywhere else. Where torch
 // fuses (Adam below), this is how the same bits come out; the kernels' file is built with
@@ -164,6 +137,29 @@ DIST_HOST_DEVICE inline float fused_multiply_add(float a, float b, float c) {
 #else
   return std::fmaf(a, b, c);
 #endif
+}
+
+// SGD as torch 1.13's _single_tensor_sgd writes it: param.add_(d_p, alpha=-lr), and with momentum
+// buf.mul_(momentum).add_(d_p, alpha=1 - dampening) and, for nesterov, d_p.add(buf,
+// alpha=momentum). torch's add with alpha is a fused multiply-add in its vectorised CPU kernel
+// (on an AVX2 CPU: a + alpha * b rounded once; 8,802 of 100,000 values differ from rounding the
+// product first, checked with torch 1.13 here) and in its CUDA kernel (nvcc contracts it), so it
+// is fused here too. mul_ rounds on its own. Updates `buf` and returns the new parameter.
+DIST_HOST_DEVICE inline float sgd(float param, float grad, float lr) {
+  return fused_multiply_add(grad, -lr, param);
+}
+
+DIST_HOST_DEVICE inline float sgd_momentum(float param, float grad, float& buf, bool first,
+                                           float lr, float momentum, float one_minus_dampening,
+                                           bool nesterov) {
+  if (first) {
+    buf = grad;
+  } else {
+    const float decayed = buf * momentum;
+    buf = fused_multiply_add(grad, one_minus_dampening, decayed);
+  }
+  const float direction = nesterov ? fused_multiply_add(buf, momentum, grad) : buf;
+  return sgd(param, direction, lr);
 }
 
 // The scalars of one Adam step, worked out once per step in double as torch's Python does, then
