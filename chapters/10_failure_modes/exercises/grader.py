@@ -156,6 +156,11 @@ def judge_broadcast_root(run):
                        f"show broadcast(src {expected[r]}, ...): only the last rank, {last}, "
                        f"names another root, its own rank",
                        "with --mistake, the last rank and only it sets root to its own rank")
+    # The exit code before the lines: a rank that fails after it printed may stop the others
+    # (ddprun ends the job at the first failure) before they print theirs.
+    if fixed.returncode != 0:
+        raise Fail(f"without --mistake the job exited with code {fixed.returncode}. "
+                   f"{fixed.report()}", "without --mistake, every rank keeps root 0")
     weights = "tensor([0.2500, 0.2500, 0.2500, 0.2500])"
     for r in range(w):
         got = fixed.value(r, r"(broadcast from root .*)$", str, "broadcast from root ...")
@@ -163,9 +168,6 @@ def judge_broadcast_root(run):
             raise Fail(f"without --mistake rank {r} printed '{got}'; every rank should receive "
                        f"rank 0's weights: 'broadcast from root 0: weights {weights}'",
                        "without --mistake, every rank keeps root 0")
-    if fixed.returncode != 0:
-        raise Fail(f"without --mistake the job exited with code {fixed.returncode}. "
-                   f"{fixed.report()}", "without --mistake, every rank keeps root 0")
 
 
 EXERCISES = {
