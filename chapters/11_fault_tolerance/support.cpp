@@ -184,6 +184,20 @@ std::int64_t reduce_over_ranks(std::int64_t mine, dist::ReduceOp op) {
   return t.to_vector<std::int64_t>()[0];
 }
 
+// `root`'s bytes on every rank (the others pass anything): the length first, then the bytes as
+// 64-bit words, because the collectives move tensors.
+std::string broadcast_text(const std::string& bytes, int root) {
+  const bool sender = dist::get_rank() == root;
+  const std::int64_t length =
+      reduce_over_ranks(sender ? static_cast<std::int64_t>(bytes.size()) : 0, dist::ReduceOp::MAX);
+  std::vector<std::int64_t> words(static_cast<std::size_t>((length + 7) / 8));
+  if (sender) std::memcpy(words.data(), bytes.data(), bytes.size());
+  dist::Tensor t = dist::Tensor::from(words, dist::get_device());
+  dist::broadcast(t, root);
+  words = t.to_vector<std::int64_t>();
+  return {reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length)};
+}
+
 }  // namespace
 
 void write_snapshot(const std::string& path, const Flags& f, int world, const Snapshot& s) {
@@ -213,31 +227,22 @@ std::optional<Snapshot> read_local_copy(const Flags& f, int world) {
       refused = e.what();
     }
   }
-  // Every rank learns whether any copy was refused, so that all stop here, and none waits in a
-  // collective for a rank that has left.
+  // Every rank learns whether any copy was refused, and why, so that all stop here with the
+  // reason: none waits in a collective for a rank that has left, and the reason is on every
+  // rank's error line (the launcher may stop the refusing rank before it prints its own).
   const int rank = dist::get_rank();
   const auto first = static_cast<int>(min_over_ranks(refused.empty() ? world : rank));
-  if (first == rank) throw dist::ConfigError(refused);
-  if (first < world) {
-    throw dist::ConfigError("rank " + std::to_string(first) + " refused its machine's copy of " +
-                            f.snapshot + " (its own error says why), so no rank resumes");
-  }
-  return mine;
+  if (first == world) return mine;
+  const std::string reason = broadcast_text(refused, first);
+  if (first == rank) throw dist::ConfigError(reason);
+  throw dist::ConfigError("rank " + std::to_string(first) + " refused its machine's copy, so no " +
+                          "rank resumes: " + reason);
 }
 
 Snapshot broadcast_snapshot(const std::optional<Snapshot>& mine, int holder, const Flags& f,
                             int world) {
   const bool sender = dist::get_rank() == holder;
-  const std::string bytes = sender ? encode(f, world, *mine) : std::string();
-  // The length first, then the bytes as 64-bit words (the collectives move tensors).
-  const std::int64_t length = max_over_ranks(sender ? static_cast<std::int64_t>(bytes.size()) : 0);
-  std::vector<std::int64_t> words(static_cast<std::size_t>((length + 7) / 8));
-  if (sender) std::memcpy(words.data(), bytes.data(), bytes.size());
-  dist::Tensor t = dist::Tensor::from(words, dist::get_device());
-  dist::broadcast(t, holder);
-  words = t.to_vector<std::int64_t>();
-  std::string received(reinterpret_cast<const char*>(words.data()),
-                       static_cast<std::size_t>(length));
+  std::string received = broadcast_text(sender ? encode(f, world, *mine) : std::string(), holder);
   return decode("rank " + std::to_string(holder) + "'s copy of " + f.snapshot, std::move(received),
                 f, world);
 }
