@@ -18,7 +18,7 @@ weights are closed forms (the same bits as in support.cpp).
           scaler is GradScaler's rule written out (skip on inf/NaN, back off x0.5, grow x2 after
           growth_interval clean steps, the scale a float32 multiplied in float64).
           torch.amp.GradScaler("cpu") runs on the CPU from torch 2.3 (2.2's GradScaler is still
-          torch.cuda.amp's, CUDA only), and CPU autocast accepts float16 since pytorch #112484:
+          torch.cuda.amp's, CUDA only), and CPU autocast accepts float16 too (by 2.5 at the latest):
           there a learner's float16 run uses both directly.
   step 4  the activations' bytes from the tensors each forward returned, and the closed form.
 """
