@@ -107,9 +107,14 @@ def check_mpirun(bin_dir):
         for nproc in (2, 3):
             # OpenMPI refuses root unless told twice; --oversubscribe: more ranks than cores.
             env = clean_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
-            cmd = [mpirun, "-np", str(nproc), "--oversubscribe", "-x", "MASTER_ADDR=127.0.0.1",
-                   "-x", f"MASTER_PORT={free_port()}", f"{bin_dir}/{program}"]
-            got, failed = collect([processes.start(cmd, env)], " ".join(cmd))
+            # A free port can be taken by another test between free_port() and rank 0's bind:
+            # then, and only then, a new port (as ddprun --standalone picks one per attempt).
+            for _ in range(3):
+                cmd = [mpirun, "-np", str(nproc), "--oversubscribe", "-x", "MASTER_ADDR=127.0.0.1",
+                       "-x", f"MASTER_PORT={free_port()}", f"{bin_dir}/{program}"]
+                got, failed = collect([processes.start(cmd, env)], " ".join(cmd))
+                if not failed or "is already in use" not in str(failed):
+                    break
             ok &= compare(f"mpirun -np {nproc} {program}", got, ddprun_lines(bin_dir, program, nproc),
                           failed)
     return ok
