@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/device.h"
@@ -83,6 +84,18 @@ class Linear {
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
 
+  // What forward keeps for backward (torch's autograd keeps it on each forward's graph):
+  // take_saved() moves it out after a forward, restore_saved() puts it back before that batch's
+  // backward. So several batches can be in flight at once, each with its own: a pipeline stage's
+  // stash (dist/pipeline.h). Its tensors count in memory_allocated() wherever they are.
+  struct Saved {
+    Tensor input;
+    DType compute = kFloat32;
+    Tensor half_weight;
+  };
+  Saved take_saved();
+  void restore_saved(Saved saved);
+
  private:
   std::int64_t in_, out_;
   Parameter weight_, bias_;
@@ -96,6 +109,13 @@ class ReLU {
  public:
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& grad_out);
+  // Its forward's input, moved out and back as Linear's (above).
+  Tensor take_saved() {
+    Tensor input = std::move(input_);
+    input_ = Tensor();  // a moved-from Tensor keeps its numel
+    return input;
+  }
+  void restore_saved(Tensor input) { input_ = std::move(input); }
 
  private:
   Tensor input_;

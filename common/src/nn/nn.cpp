@@ -266,6 +266,20 @@ Tensor Linear::backward(const Tensor& grad_out) {
   return grad_x.to(compute_);
 }
 
+Linear::Saved Linear::take_saved() {
+  Saved saved{std::move(input_), compute_, std::move(half_weight_)};
+  input_ = Tensor();
+  half_weight_ = Tensor();
+  compute_ = kFloat32;
+  return saved;
+}
+
+void Linear::restore_saved(Saved saved) {
+  input_ = std::move(saved.input);
+  compute_ = saved.compute;
+  half_weight_ = std::move(saved.half_weight);
+}
+
 Tensor ReLU::forward(const Tensor& x) {
   // Half: max(x, 0) of a half value is that value, so widening, and rounding back, are exact.
   if (is_half(x.dtype())) return forward(x.to(kFloat32)).to(x.dtype());
