@@ -419,11 +419,11 @@ std::vector<double> PipelineSchedule::step(const Tensor& input, const Tensor& ta
         break;
       case Op::kForward: {
         const Clock::time_point start = Clock::now();
-        Tensor x = st.is_first() ? std::move(inputs[static_cast<std::size_t>(i)])
-                                 : std::move(received.at(i));
+        // Stage 0's micro-batches stay where they are (part of the batch, made before the
+        // step's memory baseline); a received one is freed once forwarded.
+        Tensor out = st.forward_one_chunk(
+            i, st.is_first() ? inputs[static_cast<std::size_t>(i)] : received.at(i));
         received.erase(i);
-        Tensor out = st.forward_one_chunk(i, x);
-        x = Tensor();
         if (st.is_last()) {
           Tensor& grad = st.impl_->stash.at(i).loss_grad;
           const Tensor& y = targets[static_cast<std::size_t>(i)];
