@@ -308,4 +308,212 @@ INSTANTIATE_TEST_SUITE_P(Sizes, TensorParallelMlp,
                                   (std::get<1>(p.param) ? "SequenceParallel" : "");
                          });
 
+// ---- What is bit for bit at any TP
+// -----------------------------------------------------------------
+
+// Given the same input and the same gradient as one process, every value computed by one rank
+// alone is one process's, bit for bit: the column layer's output, d loss / d W and d b; the row
+// layer's d loss / d W, d b and d loss / d x (its columns). Only the sums across ranks round
+// differently (the test above).
+TEST(TensorParallelPieces, ValuesOneRankComputesAreOneProcesssBitForBit) {
+  for (int tp : {2, 4}) {
+    expect_all_ok(run_group(tp, {.timeout = 30s}, [&](int rank) {
+      dist::ProcessGroup& group = dist::default_group();
+      dist::Linear fc1 = make_fc1(), fc2 = make_fc2();
+      dist::ColumnParallelLinear column(fc1, group);
+      dist::RowParallelLinear row(fc2, group);
+      const std::int64_t h = kHidden / tp, h0 = rank * h;
+      const Tensor x = Tensor::from(draws(kRows * kIn, 7));
+      const Tensor a = Tensor::from(draws(kRows * kHidden, 8));  // the row layer's whole input
+      const Tensor g1 = Tensor::from(draws(kRows * kHidden, 9)),
+                   g2 = Tensor::from(draws(kRows * kOut, 10));
+      const auto same = [&](const char* what, const Tensor& t, const std::vector<float>& want) {
+        if (t.to_vector<float>() == want) return true;
+        std::cout << "rank " << rank << ": " << what << " differs from one process's\n";
+        return false;
+      };
+      bool ok = same("column output", column.forward(x),
+                     columns(fc1.forward(x).to_vector<float>(), kHidden, h0, h));
+      fc1.backward(g1);
+      column.backward(Tensor::from(columns(g1.to_vector<float>(), kHidden, h0, h)));
+      ok = same("column weight grad", column.weight().grad,
+                columns(fc1.weight().grad.to_vector<float>(), kIn * kHidden, h0 * kIn, h * kIn)) &&
+           ok;
+      ok = same("column bias grad", column.bias().grad,
+                columns(fc1.bias().grad.to_vector<float>(), kHidden, h0, h)) &&
+           ok;
+      fc2.forward(a);
+      row.forward(Tensor::from(columns(a.to_vector<float>(), kHidden, h0, h)));
+      const Tensor gx = fc2.backward(g2);
+      ok = same("row d loss / d x", row.backward(g2),
+                columns(gx.to_vector<float>(), kHidden, h0, h)) &&
+           ok;
+      ok = same("row weight grad", row.weight().grad,
+                columns(fc2.weight().grad.to_vector<float>(), kHidden, h0, h)) &&
+           ok;
+      ok = same("row bias grad", row.bias().grad, fc2.bias().grad.to_vector<float>()) && ok;
+      return ok ? 0 : 1;
+    }));
+  }
+}
+
+// ---- Communication: one all_reduce per block and direction --------------------------------------
+
+// The calls the group recorded (the flight recorder) and the bytes it sent, for one forward and one
+// backward of the block: without sequence parallelism one all_reduce of rows x out values forward
+// and one of rows x in backward; Gloo's mesh sends a tensor of n float32 values to each of the
+// T - 1 others while n <= 32,778 (gloo_mesh.h): 4n(T - 1) bytes. With sequence parallelism, an
+// all_gather and a reduce_scatter each way (and none else), 4(n/T)(T - 1) bytes each for n values
+// whole: the input gathered and its gradient reduce-scattered, the output reduce-scattered and its
+// gradient gathered.
+TEST(TensorParallelTraffic, OneAllReducePerBlockAndDirectionAndTheBytesOfTheClosedForm) {
+  for (const bool sequence_parallel : {false, true}) {
+    for (int tp : {2, 4}) {
+      const std::string dir = ::testing::TempDir() + "/tp_flight_" + std::to_string(getpid());
+      auto results = run_group(
+          tp, {.timeout = 30s},
+          [&](int rank) {
+            dist::ProcessGroup& group = dist::default_group();
+            dist::Linear fc1 = make_fc1(), fc2 = make_fc2();
+            dist::ParallelMLP mlp(fc1, fc2, group, {.sequence_parallel = sequence_parallel});
+            const Tensor x = Tensor::from(draws(kRows * kIn, 5));
+            const Tensor input =
+                sequence_parallel ? dist::scatter_to_sequence_parallel_region(x, kIn, group) : x;
+            const Tensor grad = Tensor::from(draws(input.numel() / kIn * kOut, 6));
+            const auto calls = [] {
+              std::vector<std::string> names;
+              for (const auto& e : dist::flight::recorder()->entries()) names.push_back(e.call.op);
+              return names;
+            };
+            const std::size_t before = calls().size();
+            const std::int64_t sent0 = group.bytes_sent();
+            const Tensor out = mlp.forward(input);
+            const std::size_t forward_calls = calls().size();
+            const std::int64_t sent1 = group.bytes_sent();
+            mlp.backward(grad);
+            const std::vector<std::string> names = calls();
+            const std::int64_t sent2 = group.bytes_sent();
+            using V = std::vector<std::string>;
+            const V forward(names.begin() + static_cast<std::ptrdiff_t>(before),
+                            names.begin() + static_cast<std::ptrdiff_t>(forward_calls));
+            const V backward(names.begin() + static_cast<std::ptrdiff_t>(forward_calls),
+                             names.end());
+            const std::int64_t t = tp, e = 4;
+            const V want_forward = sequence_parallel
+                                       ? V{"all_gather_into_tensor", "reduce_scatter_tensor"}
+                                       : V{"all_reduce"};
+            const V want_backward = sequence_parallel
+                                        ? V{"all_gather_into_tensor", "reduce_scatter_tensor"}
+                                        : V{"all_reduce"};
+            const std::int64_t want1 = sequence_parallel ? e * (kRows / t) * (kIn + kOut) * (t - 1)
+                                                         : e * kRows * kOut * (t - 1);
+            const std::int64_t want2 = sequence_parallel ? e * (kRows / t) * (kOut + kIn) * (t - 1)
+                                                         : e * kRows * kIn * (t - 1);
+            std::cout << "rank " << rank << ": forward " << forward.size() << " calls, "
+                      << sent1 - sent0 << " bytes (closed form " << want1 << "); backward "
+                      << backward.size() << " calls, " << sent2 - sent1 << " bytes (closed form "
+                      << want2 << ")\n";
+            return forward == want_forward && backward == want_backward && sent1 - sent0 == want1 &&
+                           sent2 - sent1 == want2
+                       ? 0
+                       : 1;
+          },
+          {.env = {{"DIST_TRACE_DIR", dir}}});
+      std::filesystem::remove_all(dir);
+      expect_all_ok(results);
+    }
+  }
+}
+
+// ---- Memory: what sequence parallelism saves ----------------------------------------------------
+
+// Bytes the forward leaves held on a rank (dist::memory_allocated), the block's input included:
+// the input, the column layer's copy of its whole input, ReLU's input and the row layer's input
+// (n rows of hidden/T each), and the output. Sequence parallelism holds the input and the output
+// as n/T rows: it saves 4(n - n/T)(in + out) bytes. (The peak, max_memory_allocated, also counts
+// the gathered and partial tensors while they live.)
+TEST(TensorParallelMemory, SequenceParallelHoldsTheBlocksInputAndOutputAsRowsOverT) {
+  for (int tp : {2, 4}) {
+    expect_all_ok(run_group(tp, {.timeout = 30s}, [&](int rank) {
+      dist::ProcessGroup& group = dist::default_group();
+      const std::int64_t n = kRows, t = tp, e = 4;
+      std::int64_t held[2] = {0, 0};
+      for (const bool sequence_parallel : {false, true}) {
+        dist::Linear fc1 = make_fc1(), fc2 = make_fc2();
+        dist::ParallelMLP mlp(fc1, fc2, group, {.sequence_parallel = sequence_parallel});
+        const Tensor x = Tensor::from(draws(kRows * kIn, 5));
+        const std::int64_t before = dist::memory_allocated();
+        dist::reset_peak_memory_stats();
+        const Tensor input =
+            sequence_parallel ? dist::scatter_to_sequence_parallel_region(x, kIn, group) : x;
+        const Tensor out = mlp.forward(input);
+        held[sequence_parallel] = dist::memory_allocated() - before;
+        const std::int64_t rows = sequence_parallel ? n / t : n;
+        const std::int64_t closed =
+            e * (rows * kIn + n * kIn + 2 * n * (kHidden / t) + rows * kOut);
+        std::cout << "rank " << rank
+                  << (sequence_parallel ? " sequence parallel" : " tensor parallel")
+                  << ": the forward holds " << held[sequence_parallel] << " bytes (closed form "
+                  << closed << "), peak " << dist::max_memory_allocated() - before << "\n";
+        if (held[sequence_parallel] != closed) return 1;
+      }
+      const std::int64_t saved = e * (n - n / t) * (kIn + kOut);
+      std::cout << "rank " << rank << ": sequence parallelism saves " << held[0] - held[1]
+                << " bytes, 4(n - n/T)(in + out) = " << saved << "\n";
+      return held[0] - held[1] == saved ? 0 : 1;
+    }));
+  }
+}
+
+// ---- Bad input ----------------------------------------------------------------------------------
+
+// Each refused with a dist::ConfigError naming the sizes, on every rank, before anything is sent:
+// the group's byte counts stay where they were, and the group goes on working.
+TEST(TensorParallelBadInput, IsRefusedNamingTheSizesBeforeAnyRankSends) {
+  auto results = run_group(4, {.timeout = 30s}, [&](int rank) {
+    dist::ProcessGroup& group = dist::default_group();
+    const auto full = [](std::int64_t in, std::int64_t out) {
+      return dist::LinearInit{draws(in * out, 1), draws(out, 2)};
+    };
+    dist::Linear fc1 = make_fc1(), fc2 = make_fc2();
+    dist::RowParallelLinear row(fc2, group, {.sequence_parallel = true});
+    const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+        {"ranks do not divide out_features 6",
+         [&] { dist::ColumnParallelLinear(4, 6, full(4, 6), group); }},
+        {"ranks do not divide in_features 6",
+         [&] { dist::RowParallelLinear(6, 4, full(6, 4), group); }},
+        {"whole layer's 32 weights (out x in) and 8 biases, got 24 and 8",
+         [&] {
+           dist::ColumnParallelLinear(4, 8, {draws(24, 1), draws(8, 2)}, group);
+         }},
+        {"splits the 6 rows across the tensor-parallel group's 4 ranks",
+         [&] {
+           dist::scatter_to_sequence_parallel_region(Tensor::from(draws(6 * kIn, 3)), kIn, group);
+         }},
+        {"splits the 6 rows across the tensor-parallel group's 4 ranks",
+         [&] { row.forward(Tensor::from(draws(6 * (kHidden / 4), 3))); }},
+        {"fc1 gives 16 features but fc2 takes 6",
+         [&] { dist::ParallelMLP(fc1, make_fc1(), group); }},
+    };
+    int refused = 0;
+    for (const auto& [want, call] : cases) {
+      try {
+        call();
+        std::cout << "rank " << rank << ": not refused: " << want << "\n";
+      } catch (const dist::ConfigError& error) {
+        std::cout << "rank " << rank << ": " << error.what() << "\n";
+        refused += contains(error.what(), want) ? 1 : 0;
+      }
+    }
+    const bool nothing_sent = group.bytes_sent() == 0 && group.header_bytes_sent() == 0;
+    Tensor one = dist::full(1, 1.0);
+    group.all_reduce(one, dist::ReduceOp::SUM);
+    return refused == static_cast<int>(cases.size()) && nothing_sent &&
+                   one.to_vector<float>()[0] == 4.0f
+               ? 0
+               : 1;
+  });
+  expect_all_ok(results);
+}
+
 }  // namespace

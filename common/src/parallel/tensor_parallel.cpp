@@ -197,11 +197,6 @@ RowParallelLinear::RowParallelLinear(const Linear& full, ProcessGroup& group,
                         full.weight().data.device()) {}
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
-  if (options_.sequence_parallel) {
-    // Refused here, before any rank computes or sends, rather than in the reduce_scatter.
-    rows_of(x, in_ / group_->size(), *group_, "RowParallelLinear.forward (sequence parallel)",
-            true);
-  }
   // The optimizer steps bias_; rank 0's partial sums start from its current values.
   if (group_->rank() == 0) local_.parameters()[1]->data = bias_.data;
   Tensor partial = local_.forward(x);
