@@ -19,9 +19,9 @@
 //   - RowParallelLinear: rank r holds in/T columns of W, takes its in/T columns of the input (the
 //     column layer's output, as it is: input_is_parallel), and gives a partial product over its
 //     in/T terms; an all_reduce adds the T partials. The bias is held whole on every rank and
-//     added once: rank 0 of the group starts its partial sum with it (so at T = 1 this is
-//     dist::Linear's one sum). Megatron adds it after the all_reduce, on every rank: the same sum
-//     in another order, which at T = 1 would round differently from one process.
+//     added once: rank 0 of the group starts its partial sums with it, so at T = 1 this is
+//     dist::Linear's one sum, bit for bit. Megatron adds it after the all_reduce (or the
+//     reduce_scatter), on every rank: the same sum in another order, which rounds once more.
 // Column then row (fc1, ReLU, fc2) needs no communication between the two layers: ReLU acts value
 // by value on the column layer's slice. Around the pair sit two conjugate operators, each an
 // explicit forward/backward pair (there is no autograd):
@@ -39,23 +39,28 @@
 // [r·n/T, (r+1)·n/T). f becomes GatherFromSequenceParallelRegion (all_gather forward,
 // reduce_scatter backward) and g ReduceScatterToSequenceParallelRegion (reduce_scatter forward,
 // all_gather backward), the flat all_gather_into_tensor / reduce_scatter_tensor. A ring
-// all_reduce is a reduce_scatter then an all_gather, so the traffic is the same; what it saves is
-// memory: the block's input and output are n/T rows per rank instead of n, 4(n − n/T)(in + out)
+// all_reduce is a reduce_scatter then an all_gather: where the block's in and out are equal (a
+// transformer's MLP), a ring moves the same bytes either way. (Gloo's mesh here all_reduces a small
+// tensor in one exchange, 4n(T − 1) bytes for n values where the ring sends about 8n(T − 1)/T;
+// each flat call sends 4(n/T)(T − 1).) What it saves is memory: the block's input and output are
+// n/T rows per rank instead of n, 4(n − n/T)(in + out)
 // bytes for float32. Two choices differ from Megatron's: the column layer keeps the gathered
 // input for its backward (Megatron keeps its n/T rows and gathers them again in backward, saving
 // 4(n − n/T)·in bytes more for one more all_gather), and the row layer's bias gradient is summed
 // over the gathered rows of d loss / d out, which makes it whole on every rank (Megatron sums its
 // own rows and all_reduces the bias gradients of its sequence-parallel parameters later).
 //
-// Rounding. A column-parallel value (output, d loss / d W, d loss / d b) is computed as one
-// process computes it: the same terms, in double, rounded once. A value summed across ranks
-// (the row layer's output; the column layer's d loss / d x) is T partial sums, each rounded to
-// float32, then added in float32 by the all_reduce: about T + 1 roundings where one process makes
-// one. With u = 2^-24 (float32's unit roundoff) and S = Σ|terms| (the bias included), one process
-// is within u·S of the exact sum and T ranks within T·u·S (1 + O(u)), so the two differ by at
-// most (T + 1)·u·S (plus the doubles' own error, under 2^-50·S for these sizes):
-// tests/multiprocess/tensor_parallel_test.cpp checks that bound value by value, and equality
-// bit for bit at T = 1.
+// Rounding. A value one rank computes alone (the column layer's output, d loss / d W and d b; the
+// row layer's d loss / d W, d b and d loss / d x) is computed as one process computes it: the same
+// terms in the same order, in double, rounded once to float32, so it is equal bit for bit given
+// equal inputs. A value summed across ranks (the row layer's output; the column layer's d loss /
+// d x) is T partial sums, each rounded to float32, then added in float32 by the all_reduce: T
+// roundings of partial sums and T − 1 of additions, where one process rounds once. With u = 2^-24
+// (float32's unit roundoff) and S = Σ|terms| (the bias included), one process is within u·S of the
+// exact sum and T ranks within T·u·S (to first order), so the two differ by at most (T + 1)·u·S,
+// plus the doubles' own error (under 2^-50·S for these sizes). Downstream values inherit these
+// differences; tests/multiprocess/tensor_parallel_test.cpp carries the bound through a block's
+// forward, backward and SGD steps value by value, and checks TP = 1 bit for bit.
 //
 // Bad input is a dist::ConfigError naming the sizes, thrown before any rank communicates: a group
 // size that does not divide out_features (column) or in_features (row), full weights of the
@@ -68,8 +73,8 @@
 // PyTorch: torch 1.13 has no tensor parallelism; a 1.13 program builds the layers by hand with
 // torch.distributed calls (the chapter's twin). torch 2.x has
 // torch.distributed.tensor.parallel.parallelize_module(module, mesh["tp"], plan) with the styles
-// ColwiseParallel and RowwiseParallel (2.2's documentation; 2.0 and 2.1 also had
-// PairwiseParallel), and SequenceParallel in later releases' documentation: they shard a whole
+// ColwiseParallel and RowwiseParallel (2.2's documentation; 2.1's also listed PairwiseParallel),
+// and SequenceParallel in later releases' documentation: they shard a whole
 // module's parameters as DTensors (distribute_tensor), as the constructors here slice a whole
 // dist::Linear, and insert the same collectives.
 //
