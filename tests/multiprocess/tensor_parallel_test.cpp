@@ -141,8 +141,7 @@ Bounded exact(std::vector<float> v) {
   return {v, std::vector<double>(v.size(), 0.0)};
 }
 
-// ---- Comparing TP's slices with one process's values
-// ---------------------------------------------
+// ---- Comparing TP's slices with one process's values --------------------------------------------
 
 // Elements [first, first + count) of each of `rows` rows of width `width`: a rank's slice.
 template <typename T>
@@ -182,8 +181,7 @@ bool matches(const char* what, int step, const std::vector<float>& tp, const Bou
   return true;
 }
 
-// ---- Equality with one process
-// --------------------------------------------------------------------
+// ---- Equality with one process ------------------------------------------------------------------
 
 class TensorParallelMlp : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -242,12 +240,13 @@ TEST_P(TensorParallelMlp, MatchesOneProcessValueByValue) {
       const Bounded bp1 = b1.forward(bx, kRows, rho, p1.to_vector<float>());
       Bounded ba1{a1.to_vector<float>(), bp1.e};  // ReLU: 1-Lipschitz
       const Bounded bout = b2.forward(ba1, kRows, rho, out.to_vector<float>());
+      // mse_loss's gradient, 2 (out - y) / numel: TP's out is off by bout.e, and each side rounds.
       Bounded bg{loss.grad.to_vector<float>(), {}};
+      const std::vector<float> yv = y.to_vector<float>();
       const double scale = 2.0 / (kRows * kOut);
       for (std::size_t i = 0; i < bg.v.size(); ++i) {
-        bg.e.push_back(scale * bout.e[i] +
-                       rho * scale *
-                           (std::fabs(bout.v[i]) + bout.e[i] + std::fabs(y.to_vector<float>()[i])));
+        const double size = std::fabs(bout.v[i]) + bout.e[i] + std::fabs(yv[i]);
+        bg.e.push_back(scale * bout.e[i] + rho * scale * size);
       }
       auto [dw2, db2, dga1] =
           b2.backward(ba1, bg, kRows, rho, fc2.weight().grad.to_vector<float>(),
@@ -308,8 +307,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, TensorParallelMlp,
                                   (std::get<1>(p.param) ? "SequenceParallel" : "");
                          });
 
-// ---- What is bit for bit at any TP
-// -----------------------------------------------------------------
+// ---- What is bit for bit at any TP --------------------------------------------------------------
 
 // Given the same input and the same gradient as one process, every value computed by one rank
 // alone is one process's, bit for bit: the column layer's output, d loss / d W and d b; the row
@@ -380,43 +378,42 @@ TEST(TensorParallelTraffic, OneAllReducePerBlockAndDirectionAndTheBytesOfTheClos
             const Tensor input =
                 sequence_parallel ? dist::scatter_to_sequence_parallel_region(x, kIn, group) : x;
             const Tensor grad = Tensor::from(draws(input.numel() / kIn * kOut, 6));
+            if (dist::flight::recorder() == nullptr) return 2;  // DIST_TRACE_DIR not read
             const auto calls = [] {
               std::vector<std::string> names;
               for (const auto& e : dist::flight::recorder()->entries()) names.push_back(e.call.op);
               return names;
             };
+            using Names = std::vector<std::string>;
+            const auto count = [](const Names& names, std::size_t from, std::size_t to) {
+              return Names(names.begin() + static_cast<std::ptrdiff_t>(from),
+                           names.begin() + static_cast<std::ptrdiff_t>(to));
+            };
             const std::size_t before = calls().size();
             const std::int64_t sent0 = group.bytes_sent();
             const Tensor out = mlp.forward(input);
-            const std::size_t forward_calls = calls().size();
+            const std::size_t after_forward = calls().size();
             const std::int64_t sent1 = group.bytes_sent();
             mlp.backward(grad);
-            const std::vector<std::string> names = calls();
+            const Names names = calls();
             const std::int64_t sent2 = group.bytes_sent();
-            using V = std::vector<std::string>;
-            const V forward(names.begin() + static_cast<std::ptrdiff_t>(before),
-                            names.begin() + static_cast<std::ptrdiff_t>(forward_calls));
-            const V backward(names.begin() + static_cast<std::ptrdiff_t>(forward_calls),
-                             names.end());
-            const std::int64_t t = tp, e = 4;
-            const V want_forward = sequence_parallel
-                                       ? V{"all_gather_into_tensor", "reduce_scatter_tensor"}
-                                       : V{"all_reduce"};
-            const V want_backward = sequence_parallel
-                                        ? V{"all_gather_into_tensor", "reduce_scatter_tensor"}
-                                        : V{"all_reduce"};
-            const std::int64_t want1 = sequence_parallel ? e * (kRows / t) * (kIn + kOut) * (t - 1)
-                                                         : e * kRows * kOut * (t - 1);
-            const std::int64_t want2 = sequence_parallel ? e * (kRows / t) * (kOut + kIn) * (t - 1)
-                                                         : e * kRows * kIn * (t - 1);
+            const Names forward = count(names, before, after_forward);
+            const Names backward = count(names, after_forward, names.size());
+            // Each way: f's call and g's call (sequence parallel), or the one all_reduce.
+            const Names want = sequence_parallel
+                                   ? Names{"all_gather_into_tensor", "reduce_scatter_tensor"}
+                                   : Names{"all_reduce"};
+            const std::int64_t t = tp, e = 4, part = kRows / t;
+            const std::int64_t want1 =
+                sequence_parallel ? e * part * (kIn + kOut) * (t - 1) : e * kRows * kOut * (t - 1);
+            const std::int64_t want2 =
+                sequence_parallel ? e * part * (kOut + kIn) * (t - 1) : e * kRows * kIn * (t - 1);
             std::cout << "rank " << rank << ": forward " << forward.size() << " calls, "
                       << sent1 - sent0 << " bytes (closed form " << want1 << "); backward "
                       << backward.size() << " calls, " << sent2 - sent1 << " bytes (closed form "
                       << want2 << ")\n";
-            return forward == want_forward && backward == want_backward && sent1 - sent0 == want1 &&
-                           sent2 - sent1 == want2
-                       ? 0
-                       : 1;
+            const bool calls_ok = forward == want && backward == want;
+            return calls_ok && sent1 - sent0 == want1 && sent2 - sent1 == want2 ? 0 : 1;
           },
           {.env = {{"DIST_TRACE_DIR", dir}}});
       std::filesystem::remove_all(dir);
