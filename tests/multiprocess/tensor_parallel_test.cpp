@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -371,7 +372,11 @@ TEST(TensorParallelTraffic, OneAllReducePerBlockAndDirectionAndTheBytesOfTheClos
       auto results = run_group(
           tp, {.timeout = 30s},
           [&](int rank) {
-            dist::ProcessGroup& group = dist::default_group();
+            // The layers' own group (a mesh's "tp" group, in chapter 15): nothing goes through
+            // the default group.
+            const std::unique_ptr<dist::ProcessGroup> tp_group = dist::new_group();
+            dist::ProcessGroup& group = *tp_group;
+            const std::int64_t default_sent = dist::default_group().bytes_sent();
             dist::Linear fc1 = make_fc1(), fc2 = make_fc2();
             dist::ParallelMLP mlp(fc1, fc2, group, {.sequence_parallel = sequence_parallel});
             const Tensor x = Tensor::from(draws(kRows * kIn, 5));
@@ -413,7 +418,9 @@ TEST(TensorParallelTraffic, OneAllReducePerBlockAndDirectionAndTheBytesOfTheClos
                       << backward.size() << " calls, " << sent2 - sent1 << " bytes (closed form "
                       << want2 << ")\n";
             const bool calls_ok = forward == want && backward == want;
-            return calls_ok && sent1 - sent0 == want1 && sent2 - sent1 == want2 ? 0 : 1;
+            const bool own_group = dist::default_group().bytes_sent() == default_sent;
+            return calls_ok && own_group && sent1 - sent0 == want1 && sent2 - sent1 == want2 ? 0
+                                                                                             : 1;
           },
           {.env = {{"DIST_TRACE_DIR", dir}}});
       std::filesystem::remove_all(dir);
