@@ -109,6 +109,17 @@ void recv(Tensor& tensor, int src, int tag = 0);
 // Destroy it before destroy_process_group().
 std::unique_ptr<ProcessGroup> new_group();
 
+// torch.distributed.new_group(ranks): a group of some of the default group's ranks ("global
+// ranks"), with the default group's backend and timeout and connections of its own. Every rank of
+// the default group calls it, members or not, the same number of times and in the same order
+// (torch's rule); the members check that they asked for the same ranks, and a rank that did not
+// is named at once. The ranks are sorted, as torch sorts them: group rank i is the i-th smallest
+// (ProcessGroup::ranks(), global_rank(), group_rank() translate). On a rank not in `ranks` it
+// returns a group with is_member() false, whose every call throws (torch returns
+// GroupMember.NON_GROUP_MEMBER and skips calls on it with a warning). Ranks outside the default
+// group, or named twice, are a ConfigError. dist/device_mesh.h builds its groups with it.
+std::unique_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+
 // One verdict for the job: true on every rank exactly when `mine` is true on every rank. It is an
 // all_reduce(MIN) of a 0/1 flag on the group's device, so every rank must call it, the same number
 // of times. Chapter 01 (Step 6) writes it out in full; later chapters call this.

@@ -120,14 +120,39 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+class ProcessGroup;
+namespace detail {
+// Says which ranks of the default group `group` holds, and which of them this process is
+// (new_group(ranks), dist/init.h). Internal: groups are made by init_process_group and new_group.
+void set_group_ranks(ProcessGroup& group, std::vector<int> ranks, int global_rank);
+}  // namespace detail
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  // This rank's rank in the group and the group's size. Every rank argument of a call on a
+  // ProcessGroup (src, dst) is a rank in the group, 0 .. size()-1, as in torch's ProcessGroup
+  // objects; torch.distributed's functions take global ranks instead and translate them.
   int rank() const { return rank_; }
   int size() const { return size_; }
+
+  // Which ranks of the default group ("global ranks") this group holds, in group-rank order:
+  // 0 .. size()-1 for the default group and new_group(); new_group(ranks)'s ranks, sorted.
+  // torch: get_process_group_ranks(group) (1.13 on).
+  const std::vector<int>& ranks() const { return ranks_; }
+  // torch's get_global_rank(group, group_rank) and get_group_rank(group, global_rank) (both 1.13
+  // on); each throws a ConfigError for a rank outside the group.
+  int global_rank(int group_rank) const;
+  int group_rank(int global_rank) const;
+  // False on a rank that called new_group(ranks) without being one of `ranks`: there rank() is
+  // -1 (torch's get_rank(group) is -1 too) and every call throws a ConfigError naming the group.
+  // torch 1.13 and 2.x only warn ("Running all_reduce on global rank 2 which does not belong to
+  // the given group.") and skip the call, so a rank that was meant to take part goes on without
+  // the result.
+  bool is_member() const { return rank_ >= 0; }
   std::string backend() const { return backend_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -281,8 +306,14 @@ class ProcessGroup {
   // Runs `call` here and now, and returns it finished, with its times (exceptions pass through).
   Work run_now(const std::function<void()>& call);
 
+  friend void detail::set_group_ranks(ProcessGroup&, std::vector<int>, int);
+  // Refuses `call` on a rank that is not in the group (is_member()).
+  void check_member(const Call& call) const;
+
   int rank_;
   int size_;
+  std::vector<int> ranks_;  // global ranks, by group rank
+  int global_self_;         // this process's global rank
   std::string backend_;
   std::chrono::milliseconds timeout_;
   int group_id_;  // this process's groups in the order they were made: 0, 1, ... (flight recorder)

@@ -164,6 +164,48 @@ std::string ProcessGroup::Call::fingerprint() const {
          " elements, " + tensor->device().str() + ")";
 }
 
+// ---- Which ranks the group holds
+// -----------------------------------------------------------------
+
+namespace {
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+}  // namespace
+
+void detail::set_group_ranks(ProcessGroup& group, std::vector<int> ranks, int global_rank) {
+  group.ranks_ = std::move(ranks);
+  group.global_self_ = global_rank;
+}
+
+int ProcessGroup::global_rank(int group_rank) const {
+  if (group_rank < 0 || group_rank >= size_) {
+    throw ConfigError("group rank " + std::to_string(group_rank) +
+                      " is not in this group of global ranks " + rank_list(ranks_) +
+                      ": group ranks go from 0 to " + std::to_string(size_ - 1));
+  }
+  return ranks_[static_cast<std::size_t>(group_rank)];
+}
+
+int ProcessGroup::group_rank(int global_rank) const {
+  const auto it = std::find(ranks_.begin(), ranks_.end(), global_rank);
+  if (it == ranks_.end()) {
+    throw ConfigError("global rank " + std::to_string(global_rank) +
+                      " is not in this group of global ranks " + rank_list(ranks_));
+  }
+  return static_cast<int>(it - ranks_.begin());
+}
+
+void ProcessGroup::check_member(const Call& call) const {
+  if (is_member()) return;
+  throw ConfigError(std::string(call.name) + " on global rank " + std::to_string(global_self_) +
+                    ", which is not in this group (global ranks " + rank_list(ranks_) +
+                    "): every rank calls new_group(ranks), but only the ranks in `ranks` may use "
+                    "the group it returns (check is_member(), or use the group this rank is in)");
+}
+
 // ---- The calls ---------------------------------------------------------------------------------
 
 void ProcessGroup::check_tensor(const Tensor&, const char*) const {}
@@ -188,6 +230,7 @@ void ProcessGroup::set_call_checker(std::unique_ptr<CallChecker> checker) {
 //      failure that closes the group, writes the record before the error reaches the program.
 template <typename Validate, typename Body>
 void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
+  check_member(call);
   wait_for_async();  // on the caller's thread: the queued calls go first
   call.seq = call.collective ? ++sequence_ : sequence_;
   if (!closed_.empty()) {
@@ -243,6 +286,7 @@ void ProcessGroup::close_after(const std::string& error) {
 template <typename Validate, typename Body>
 Work ProcessGroup::dispatch(CallOptions options, const Call& call, Validate&& validate,
                             Body&& body) {
+  check_member(call);
   if (!options.async_op) {
     wait_for_async();  // as run() would, but before the clock starts: the queued calls are not
                        // this call's time

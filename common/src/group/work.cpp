@@ -4,12 +4,14 @@
 // the order they were made; a call made without async_op first waits until the queue is empty,
 // so a group's calls still run one at a time, in program order, on every rank. That is what lets
 // the ranks agree on each call's number, and what NCCL needs (one thread issuing at a time).
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <utility>
 
@@ -182,9 +184,13 @@ ProcessGroup::ProcessGroup(int rank, int size, std::string backend,
                            std::chrono::milliseconds timeout)
     : rank_(rank),
       size_(size),
+      ranks_(static_cast<std::size_t>(std::max(size, 0))),
+      global_self_(rank),
       backend_(std::move(backend)),
       timeout_(timeout),
-      group_id_(next_group_id()) {}
+      group_id_(next_group_id()) {
+  std::iota(ranks_.begin(), ranks_.end(), 0);
+}
 
 ProcessGroup::~ProcessGroup() = default;  // the backend's destructor has stopped the thread
 

@@ -8,8 +8,10 @@
 // free functions of dist/init.h to it.
 #include "dist/init.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <numeric>
 
 #include "backends/factory.h"
 #include "base/log_identity.h"
@@ -149,12 +151,113 @@ void destroy_process_group() {
   keep_store_up(*group->base, Clock::now() + timeout);
 }
 
+namespace {
+
+// What new_group(ranks) returns on a rank that is not one of `ranks`: a group with no
+// connections whose every call is refused (ProcessGroup::check_member) before it reaches these.
+class NonMemberGroup final : public ProcessGroup {
+ public:
+  NonMemberGroup(int size, std::string backend, std::chrono::milliseconds timeout)
+      : ProcessGroup(-1, size, std::move(backend), timeout) {}
+
+ protected:
+  [[noreturn]] static void unreachable() {
+    throw Error("internal error: a call reached a group this rank is not in");
+  }
+  void do_all_reduce(Tensor&, ReduceOp) override { unreachable(); }
+  void do_broadcast(Tensor&, int) override { unreachable(); }
+  void do_barrier() override { unreachable(); }
+  void do_all_gather(std::vector<Tensor>&, const Tensor&) override { unreachable(); }
+  void do_reduce_scatter(Tensor&, const std::vector<Tensor>&, ReduceOp) override { unreachable(); }
+  void do_all_gather_into_tensor(Tensor&, const Tensor&) override { unreachable(); }
+  void do_reduce_scatter_tensor(Tensor&, const Tensor&, ReduceOp) override { unreachable(); }
+  void do_gather(const Tensor&, std::vector<Tensor>*, int) override { unreachable(); }
+  void do_scatter(Tensor&, const std::vector<Tensor>*, int) override { unreachable(); }
+  void do_send(const Tensor&, int, int) override { unreachable(); }
+  void do_recv(Tensor&, int, int) override { unreachable(); }
+  void close() noexcept override {}
+};
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + out + "]";
+}
+
+// The ranks as torch's new_group takes them: each a rank of the default group, none twice; sorted,
+// as torch sorts them, so that group rank i is the i-th smallest.
+std::vector<int> checked_ranks(std::vector<int> ranks, int world_size) {
+  if (ranks.empty()) {
+    throw ConfigError(
+        "new_group(ranks) needs at least one rank (new_group() makes a group of all "
+        "ranks)");
+  }
+  for (int r : ranks) {
+    if (r < 0 || r >= world_size) {
+      throw ConfigError("new_group(" + rank_list(ranks) + "): rank " + std::to_string(r) +
+                        " is not a rank of the default group, whose ranks are 0 to " +
+                        std::to_string(world_size - 1));
+    }
+  }
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) {
+    throw ConfigError("new_group(" + rank_list(ranks) + "): rank " + std::to_string(*twice) +
+                      " is named twice; a rank is in a group once");
+  }
+  return sorted;
+}
+
+// Every member says which ranks it asked for, under its global rank, and reads the others': a
+// rank that made its new_group calls in another order, or with other ranks, is named at once
+// instead of leaving the others waiting to connect until the timeout.
+void agree_on_members(Store& space, const std::vector<int>& ranks, int global_rank, int call,
+                      std::chrono::milliseconds timeout) {
+  const std::string mine = rank_list(ranks);
+  space.set("members/" + std::to_string(global_rank), mine);
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back("members/" + std::to_string(r));
+  try {
+    space.wait(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::string missing;
+    for (int r : ranks) {
+      if (!space.check({"members/" + std::to_string(r)}))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    throw TimeoutError("new_group call #" + std::to_string(call + 1) + " " + mine + " on rank " +
+                       std::to_string(global_rank) + ": rank(s) " + missing +
+                       " did not make this call within " + std::to_string(timeout.count()) +
+                       " ms; every rank of the default group must call new_group the same number "
+                       "of times, in the same order");
+  }
+  for (int r : ranks) {
+    const std::string theirs = space.get("members/" + std::to_string(r));
+    if (theirs != mine) {
+      throw ConfigError("new_group call #" + std::to_string(call + 1) + ": rank " +
+                        std::to_string(global_rank) + " asked for ranks " + mine + ", rank " +
+                        std::to_string(r) + " for ranks " + theirs +
+                        "; every rank must call new_group with the same ranks, in the same order");
+    }
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<ProcessGroup> new_group() {
+  std::vector<int> all(static_cast<std::size_t>(get_world_size()));
+  std::iota(all.begin(), all.end(), 0);
+  return new_group(all);
+}
+
+std::unique_ptr<ProcessGroup> new_group(const std::vector<int>& requested) {
   backends::GroupSpec spec;
   rendezvous::Settings settings;
   std::uint64_t session = 0;
   std::shared_ptr<Store> base;
   std::string key_space;
+  int call = 0;
   {
     std::lock_guard lock(g_mu);
     Group& g = current();
@@ -163,17 +266,34 @@ std::unique_ptr<ProcessGroup> new_group() {
     settings = g.info;
     session = g.session;
     base = g.base;
-    // The same rendezvous store, under a key space of its own: the new group's connections never
-    // meet the default group's.
-    key_space = g.store->prefix() + "/subgroup/" + std::to_string(g.next_subgroup++);
+    // Counted on every rank, member or not, as torch counts its groups: the same rendezvous
+    // store, under a key space of this call's own, so the new group's connections never meet
+    // another group's.
+    call = g.next_subgroup++;
+    key_space = g.store->prefix() + "/subgroup/" + std::to_string(call);
   }
+  const std::vector<int> ranks = checked_ranks(requested, settings.world_size);
+  const int global_rank = settings.rank;
+  const auto me = std::find(ranks.begin(), ranks.end(), global_rank);
+  if (me == ranks.end()) {
+    auto group = std::make_unique<NonMemberGroup>(static_cast<int>(ranks.size()), spec.backend,
+                                                  spec.timeout);
+    detail::set_group_ranks(*group, ranks, global_rank);
+    return group;
+  }
+  spec.rank = static_cast<int>(me - ranks.begin());
+  spec.world_size = static_cast<int>(ranks.size());
   // With DIST_DEBUG=DETAIL the new group meets in the store before every call, often on a thread
   // of its own (DDP's): a connection of its own, so that its waits never queue behind the default
   // group's on one connection (rank 0's and rank 1's threads would then wait for each other).
   if (spec.debug == DebugLevel::kDetail) {
     base = rendezvous::open_store(settings, session, spec.timeout, /*another_connection=*/true);
   }
-  return backends::make_process_group(spec, std::make_shared<PrefixStore>(key_space, base));
+  auto space = std::make_shared<PrefixStore>(key_space, base);
+  agree_on_members(*space, ranks, global_rank, call, spec.connect_timeout);
+  auto group = backends::make_process_group(spec, space);
+  detail::set_group_ranks(*group, ranks, global_rank);
+  return group;
 }
 
 // ---- Who this rank is ---------------------------------------------------------------------------
