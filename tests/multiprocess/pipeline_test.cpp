@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -135,8 +136,9 @@ std::unique_ptr<dist::PipelineSchedule> make_schedule(ScheduleKind kind, dist::P
 
 // The same training, pipelined over the default group; this stage's parameters and, on the last
 // stage, the losses. Checks each step's stash against the closed forms on the way.
-Trained train_pipelined(ScheduleKind kind, int m, bool cross_entropy, bool* stash_ok) {
-  dist::PipelineStage stage(kModel, dist::default_group());
+Trained train_pipelined(ScheduleKind kind, int m, bool cross_entropy, bool* stash_ok,
+                        dist::ProcessGroup& group = dist::default_group()) {
+  dist::PipelineStage stage(kModel, group);
   auto schedule = make_schedule(
       kind, stage, m,
       {.batch_size = kBatch,
@@ -238,6 +240,24 @@ TEST(Pipeline, CrossEntropyOnTheLastStageTrainsAsOneProcess) {
     const Trained piped = train_pipelined(ScheduleKind::k1F1B, 4, true, &stash_ok);
     const bool ok = piped.params == stage_part(micro, 2, rank) &&
                     (rank == 0 || piped.losses == micro.losses) && stash_ok;
+    return ok ? 0 : 1;
+  }));
+}
+
+// Two pipelines of 2 stages on 4 ranks, each on a group of its own (new_group(ranks)): stage s
+// is the group's rank s, whatever its global rank; both train to one process's weights.
+TEST(Pipeline, RunsOnAGroupOfSomeRanks) {
+  expect_all_ok(run_group(4, {.timeout = 30s}, [&](int rank) {
+    std::unique_ptr<dist::ProcessGroup> first = dist::new_group({0, 1});
+    std::unique_ptr<dist::ProcessGroup> second = dist::new_group({2, 3});
+    dist::ProcessGroup& pp = rank < 2 ? *first : *second;
+    const Trained micro = train_one_process(4, false);
+    bool stash_ok = true;
+    const Trained piped = train_pipelined(ScheduleKind::k1F1B, 4, false, &stash_ok, pp);
+    const bool ok = pp.rank() == rank % 2 && piped.params == stage_part(micro, 2, rank % 2) &&
+                    (rank % 2 == 0 || piped.losses == micro.losses) && stash_ok;
+    second.reset();
+    first.reset();
     return ok ? 0 : 1;
   }));
 }
