@@ -261,6 +261,16 @@ void send(const Tensor& tensor, int dst, int tag) {
 void recv(Tensor& tensor, int src, int tag) {
   default_group().recv(tensor, src, tag);
 }
+
+Work isend(const Tensor& tensor, int dst, int tag) {
+  return default_group().isend(tensor, dst, tag);
+}
+Work irecv(Tensor& tensor, int src, int tag) {
+  return default_group().irecv(tensor, src, tag);
+}
+std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops) {
+  return default_group().batch_isend_irecv(ops);
+}
 Work all_reduce(Tensor& tensor, ReduceOp op, CallOptions options) {
   return default_group().all_reduce(tensor, op, options);
 }
