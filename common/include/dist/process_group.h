@@ -22,10 +22,15 @@
 //     chapter 04's ring for the rest. Every call first exchanges a header (call number, count,
 //     dtype, op), so ranks that called differently all stop at once with an error showing each
 //     rank's call.
-//   * Gloo, broadcast, barrier, gather, scatter, send, recv: Gloo's own algorithms. Gloo notices a
-//     message of the wrong size on its network thread, where nothing can catch it: the receiving
-//     rank aborts (SIGABRT) after a rank-tagged "fatal:" line and a hint. A call that the others
-//     never make ends in a timeout.
+//   * Gloo, broadcast, barrier, gather, scatter: Gloo's own algorithms. Gloo notices a message of
+//     the wrong size on its network thread, where nothing can catch it: the receiving rank aborts
+//     (SIGABRT) after a rank-tagged "fatal:" line and a hint. A call that the others never make
+//     ends in a timeout.
+//   * Point to point (send, recv, isend, irecv, batch_isend_irecv), on either backend: every
+//     message is a header of 16 bytes (numel, dtype, tag), then its data. The receiver checks the
+//     header before it posts the data's buffer, so a recv of the wrong size or dtype is an error
+//     on both ranks, naming both, never an abort (see send() below). A message nobody receives
+//     ends in a timeout.
 //   * NCCL, every call: NCCL checks nothing across ranks; mismatched calls end in a timeout (or,
 //     for sizes, in wrong results), and the communicator is aborted.
 //   * With DIST_DEBUG=DETAIL, every collective on either backend is first compared across ranks
@@ -41,12 +46,30 @@
 //
 // Every collective also goes into the flight recorder when DIST_TRACE_DIR is set
 // (dist/flight_recorder.h): its state as it is scheduled, started, and completed, failed or timed
-// out, whichever backend runs it.
+// out, whichever backend runs it. Point-to-point messages are not collectives, and do not.
+//
+// Asynchronous point to point, as torch.distributed has it (isend, irecv, batch_isend_irecv with
+// a list of P2POp; 1.13 and 2.x alike): each call posts its messages and returns a Work at once;
+// wait() says the message has gone or arrived. How torch does it, and how this library does:
+//   * Gloo: torch 1.13's ProcessGroupGloo posts the unbound buffer's send() or recv() at once
+//     and waits with waitSend()/waitRecv() in Work::wait() (its SendWork and RecvWork), outside
+//     the queue of its collectives. Here an isend does the same with its header and data; an
+//     irecv posts the header's buffer at once and finishes on a thread of its own, which checks
+//     the header and only then posts the data's buffer (so a crossing pair never waits on a
+//     wait() the program has not reached yet). torch sends no header.
+//   * NCCL: batch_isend_irecv wraps the ops in one of NCCL's group calls (ncclGroupStart/End;
+//     1.13 and 2.x through their coalescing manager): NCCL launches them together, so two ranks
+//     that send to each other do not each wait in their send. Here a batch is two group calls,
+//     the headers' and the data's, run within the call (backends/nccl.cpp).
+// The peer is a rank of this group, as for torch's ProcessGroup objects (2.x's P2POp also takes
+// it as group_peer); torch.distributed.isend's dst is a global rank (global_rank()).
 //
 // Taught in: chapter 04 (collectives, async_op), chapter 05 (barrier), chapter 10 (mismatched
-// calls, DIST_DEBUG=DETAIL, the flight recorder).
-// Built in: common/src/group/process_group.cpp (what every backend shares), backends/gloo.cpp and
-// gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
+// calls, DIST_DEBUG=DETAIL, the flight recorder), chapter 16 (pipeline parallel: isend, irecv,
+// batch_isend_irecv).
+// Built in: common/src/group/process_group.cpp (what every backend shares), work.cpp (Work, the
+// communication thread, irecv's threads), backends/gloo.cpp and gloo_mesh.cpp (Gloo),
+// backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
 #pragma once
 
 #include <atomic>
