@@ -212,7 +212,9 @@ class ProcessGroup {
   // other before either irecvs. Messages between two ranks with the same tag match in the order
   // they were posted. Every message carries a header that the receiver checks (see above).
   // An isend's is_completed() turns true once wait() has returned (as torch 1.13's Gloo
-  // SendWork); an irecv's as soon as the message has arrived.
+  // SendWork); an irecv's as soon as the message has arrived. A message's Work starts when it is
+  // posted, ends when it has finished, and its bytes_sent() is the tensor's bytes for an isend, 0
+  // for an irecv. Wait for (or drop) every Work before the group is destroyed.
   [[nodiscard]] Work isend(const Tensor& tensor, int dst, int tag = 0);
   [[nodiscard]] Work irecv(Tensor& tensor, int src, int tag = 0);
   // Posts every op, in order, and returns their Works in the same order. Every op is checked
