@@ -206,15 +206,16 @@ class ProcessGroup {
 
   // ---- Asynchronous point to point (torch's isend, irecv, batch_isend_irecv) ----
   // Each returns at once with one Work per message; wait() blocks until the message has gone
-  // (isend) or arrived (irecv), by the group's timeout at the latest, and throws the message's
-  // error. They do not go through the communication thread of async_op: several may be in
-  // flight at once, to several peers, with several tags, and two ranks may each isend to the
-  // other before either irecvs. Messages between two ranks with the same tag match in the order
-  // they were posted. Every message carries a header that the receiver checks (see above).
-  // An isend's is_completed() turns true once wait() has returned (as torch 1.13's Gloo
-  // SendWork); an irecv's as soon as the message has arrived. A message's Work starts when it is
-  // posted, ends when it has finished, and its bytes_sent() is the tensor's bytes for an isend, 0
-  // for an irecv. Wait for (or drop) every Work before the group is destroyed.
+  // (isend) or arrived (irecv), and throws the message's error. An isend fails if no matching
+  // irecv takes it within the group's timeout of its wait(); an irecv if no message comes within
+  // the group's timeout of its posting. They do not go through the communication thread of
+  // async_op: several may be in flight at once, to several peers, with several tags, and two ranks
+  // may each isend to the other before either irecvs. Messages between two ranks with the same tag
+  // match in the order they were posted. Every message carries a header that the receiver checks
+  // (see above). An isend's is_completed() turns true once wait() has returned (as torch 1.13's
+  // Gloo SendWork); an irecv's as soon as the message has arrived. A message's Work starts when it
+  // is posted, ends when it has finished, and its bytes_sent() is the tensor's bytes for an isend,
+  // 0 for an irecv. Wait for (or drop) every Work before the group is destroyed.
   [[nodiscard]] Work isend(const Tensor& tensor, int dst, int tag = 0);
   [[nodiscard]] Work irecv(Tensor& tensor, int src, int tag = 0);
   // Posts every op, in order, and returns their Works in the same order. Every op is checked

@@ -317,6 +317,11 @@ std::vector<Work> ProcessGroup::post_p2p(const std::vector<P2POp>& ops) {
       } catch (const std::exception& e) {
         close_after(e.what());
         error = std::current_exception();
+      } catch (...) {
+        close_after(
+            "a point-to-point message failed with an exception that is not a "
+            "std::exception");
+        error = std::current_exception();
       }
       if (const auto s = weak.lock()) finish(*s, start, error ? 0 : bytes, std::move(error));
     };
