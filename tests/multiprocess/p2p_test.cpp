@@ -111,6 +111,31 @@ TEST(Crossing, BlockingSendsThatCrossWaitForEachOtherUntilTheTimeout) {
   EXPECT_LT(Clock::now() - start, 30s);
 }
 
+// An isend does not wait for the asynchronous collectives queued before it: rank 0 queues an
+// all_reduce, then isends to rank 1, which receives first and only then joins the all_reduce.
+// Were the isend queued behind the all_reduce (or made to wait for it), both would wait until
+// the timeout.
+TEST(Crossing, AnIsendDoesNotWaitForTheCollectivesQueuedBeforeIt) {
+  const auto start = Clock::now();
+  expect_all_ok(run_group(2, {.timeout = 20s}, [](int rank) {
+    Tensor sum = dist::full(3, rank + 1.0);
+    if (rank == 0) {
+      dist::Work reduced = dist::all_reduce(sum, dist::ReduceOp::SUM, {.async_op = true});
+      const Tensor out = message(5, 7);
+      dist::Work sent = dist::isend(out, 1, 0);
+      sent.wait();
+      reduced.wait();
+    } else {
+      Tensor in(5, dist::kFloat32);
+      dist::recv(in, 0, 0);
+      if (!holds(in, 5, 7, "the isend")) return 1;
+      dist::all_reduce(sum);
+    }
+    return sum.equal(dist::full(3, 3.0)) ? 0 : 1;
+  }));
+  EXPECT_LT(Clock::now() - start, 15s);
+}
+
 // ---- Several messages in flight ---------------------------------------------------------------
 
 // Ranks 0 and 2 each isend rank 1 tags 1, 2, 3 and tag 4 twice; rank 1 posts its irecvs in
