@@ -258,7 +258,8 @@ class ProcessGroup {
   // (all_reduce, all_gather, reduce_scatter) and gloo.h (its own algorithms), NCCL's, nominal,
   // in nccl.h.
   // header_bytes_sent() counts what a backend sends beyond tensor data to check its calls: the
-  // Gloo mesh's per-call header (gloo_mesh.h); NCCL sends none. Transport framing is in neither.
+  // Gloo mesh's per-call header (gloo_mesh.h; NCCL's collectives send none), and on both
+  // backends each point-to-point message's kP2PHeaderBytes. Transport framing is in neither.
   std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   std::int64_t header_bytes_sent() const {
     return header_bytes_sent_.load(std::memory_order_relaxed);
