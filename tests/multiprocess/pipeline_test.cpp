@@ -375,4 +375,34 @@ TEST(PipelineErrors, AWrongInputIsRefusedOnItsStage) {
   EXPECT_NE(results[1].exit_code, -1) << describe(results);  // not killed at the deadline
 }
 
+// Stages built from models that disagree at the cut: stage 0 sends rows of 12, stage 1 expects
+// rows of 10. The p2p layer's checked header catches it on the receiver, naming both ranks and
+// both sizes, and closes the group, so stage 0 fails at once too (its irecv of the gradient, or
+// its isend); the pipeline passes those errors on untouched (a dist::Error, not a ConfigError).
+TEST(PipelineErrors, AMessageOfTheWrongSizeFailsBothStagesWithTheP2PError) {
+  const auto results = run_group(2, {.timeout = 20s}, [&](int rank) {
+    dist::PipelineStage stage(dist::mlp_spec({8, 12, rank == 0 ? 12 : 10, 6}, 1),
+                              dist::default_group());
+    dist::ScheduleGPipe schedule(stage, 1, {.batch_size = kBatch});
+    try {
+      schedule.step(rank == 0 ? inputs(0) : dist::Tensor(),
+                    rank == 1 ? targets(0) : dist::Tensor());
+    } catch (const dist::ConfigError& e) {
+      std::fprintf(stderr, "config error: %s\n", e.what());
+      return 3;
+    } catch (const dist::Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+    return 0;
+  });
+  EXPECT_EQ(results[1].exit_code, 2) << describe(results);
+  EXPECT_TRUE(contains(results[1].output,
+                       "expected 160 float32 elements; rank 0 sent 192 float32 elements"))
+      << describe(results);
+  EXPECT_EQ(results[0].exit_code, 2) << describe(results);
+  EXPECT_TRUE(contains(results[0].output, "failed on rank 0: rank 1 closed its connection"))
+      << describe(results);
+}
+
 }  // namespace

@@ -48,11 +48,17 @@
 //
 // Messages: stage s receives micro-batch i's input from stage s - 1 (tag 2i) and sends its output
 // to s + 1; in backward it receives the gradient from s + 1 (tag 2i + 1) and sends its input's
-// gradient to s - 1. Ranks are the group's ranks: stage s is rank s of the PP group. Where a
-// stage would send and receive on the same link at once (1F1B's steady state), the activation
-// goes first: the lower stage sends, then receives, the upper one receives, then sends, so the
-// program of blocking sends and receives cannot deadlock (detail::stage_program; the unit test
-// runs every program for p <= 8, m <= 12 against a model of blocking sends).
+// gradient to s - 1. Ranks are the group's ranks: stage s is rank s of the PP group (any group:
+// the default one, or new_group(ranks)'s). Sends are isends, waited for before the stage's next
+// forward or backward, so that a send and the receive after it are in flight together, as
+// torch's batch_isend_irecv of the two; receives are irecvs waited for at once (each wait ends by
+// the group's timeout). Where a stage would send and receive on the same link at once (1F1B's
+// steady state), the activation goes first: the lower stage sends, then receives, the upper one
+// receives, then sends. So even as blocking sends and receives the program cannot deadlock
+// (detail::stage_program; the unit test runs every program for p <= 8, m <= 12 against a model
+// of blocking sends). A message of the wrong size (stages built from different specs) fails with
+// the p2p layer's dist::Error on the receiver, naming both ranks and sizes, and the sender fails
+// at once after it (dist/process_group.h); the schedule lets both pass.
 //
 // PyTorch: torch 2.x has this as torch.distributed.pipelining (from 2.4): pipeline(module,
 // mb_args, split_spec={"layers.4": SplitPoint.BEGINNING}) traces and cuts a model where it is

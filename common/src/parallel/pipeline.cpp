@@ -5,6 +5,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <string>
 #include <utility>
@@ -342,16 +343,42 @@ PipelineSchedule::~PipelineSchedule() = default;
 
 namespace {
 
-// The stage's two neighbours, by blocking send and recv (the group's timeout bounds each wait).
-void send_to(ProcessGroup& group, const Tensor& t, int dst, int tag) {
-  group.send(t, dst, tag);
-}
+// The stage's messages to and from its neighbours: torch's isend and irecv (dist/
+// process_group.h). A send is posted and kept, with its tensor, until wait_sends(), which the
+// step calls before each compute action and at its end: so a send and the receive after it are
+// in flight together, as in torch's batch_isend_irecv of the two, and at most one send waits.
+// A receive is waited for at once. Each wait ends by the group's timeout; a message of the wrong
+// size fails with the p2p layer's error, which passes through untouched.
+class Messages {
+ public:
+  explicit Messages(ProcessGroup& group) : group_(group) {}
+  Messages(const Messages&) = delete;
+  Messages& operator=(const Messages&) = delete;
+  ~Messages() = default;  // a Work still pending waits for its call when destroyed
 
-Tensor recv_from(ProcessGroup& group, std::int64_t numel, Device device, int src, int tag) {
-  Tensor t(numel, kFloat32, device);
-  group.recv(t, src, tag);
-  return t;
-}
+  void send(Tensor tensor, int dst, int tag) {
+    Pending& p = pending_.emplace_back();  // a deque: p's tensor stays put while its isend runs
+    p.tensor = std::move(tensor);
+    p.work = group_.isend(p.tensor, dst, tag);
+  }
+  Tensor recv(std::int64_t numel, Device device, int src, int tag) {
+    Tensor t(numel, kFloat32, device);
+    group_.irecv(t, src, tag).wait();
+    return t;
+  }
+  void wait_sends() {
+    for (Pending& p : pending_) p.work.wait();
+    pending_.clear();
+  }
+
+ private:
+  struct Pending {
+    Tensor tensor;
+    Work work;
+  };
+  ProcessGroup& group_;
+  std::deque<Pending> pending_;
+};
 
 double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -398,26 +425,28 @@ std::vector<double> PipelineSchedule::step(const Tensor& input, const Tensor& ta
   stats_ = StageStats{};
   std::vector<double> losses(st.is_last() ? static_cast<std::size_t>(m_) : 0);
   std::map<int, Tensor> received, to_send;  // by micro-batch: what came in, what goes out
+  Messages messages(group);
 
   using Op = detail::PipelineOp::Type;
   for (const detail::PipelineOp& op : detail::stage_program(kind_, st.num_stages(), s, m_)) {
     const int i = op.microbatch;
     switch (op.type) {
       case Op::kRecvForward:
-        received[i] = recv_from(group, rows * st.in_features(), device, s - 1, 2 * i);
+        received[i] = messages.recv(rows * st.in_features(), device, s - 1, 2 * i);
         break;
       case Op::kRecvBackward:
-        received[i] = recv_from(group, rows * st.out_features(), device, s + 1, 2 * i + 1);
+        received[i] = messages.recv(rows * st.out_features(), device, s + 1, 2 * i + 1);
         break;
       case Op::kSendForward:
-        send_to(group, to_send.at(i), s + 1, 2 * i);
+        messages.send(std::move(to_send.at(i)), s + 1, 2 * i);
         to_send.erase(i);
         break;
       case Op::kSendBackward:
-        send_to(group, to_send.at(i), s - 1, 2 * i + 1);
+        messages.send(std::move(to_send.at(i)), s - 1, 2 * i + 1);
         to_send.erase(i);
         break;
       case Op::kForward: {
+        messages.wait_sends();
         const Clock::time_point start = Clock::now();
         // Stage 0's micro-batches stay where they are (part of the batch, made before the
         // step's memory baseline); a received one is freed once forwarded.
@@ -446,6 +475,7 @@ std::vector<double> PipelineSchedule::step(const Tensor& input, const Tensor& ta
         break;
       }
       case Op::kBackward: {
+        messages.wait_sends();
         const Clock::time_point start = Clock::now();
         Tensor g;
         if (st.is_last()) {
@@ -464,6 +494,7 @@ std::vector<double> PipelineSchedule::step(const Tensor& input, const Tensor& ta
       }
     }
   }
+  messages.wait_sends();
   if (options_.scale_grads && m_ > 1) {
     for (Parameter* p : st.parameters()) p->grad /= static_cast<double>(m_);
   }
