@@ -235,8 +235,9 @@ struct PipelineReport {
   double idle_s(int stage) const { return window_s() - stages.at(stage).busy_s; }
   double bubble_fraction() const;  // sum of idle over p * window
   double bubble_closed_form() const;
-  // The Chrome trace (dist::Timeline's format): one lane per stage, its F and B spans, the
-  // bubbles the gaps between them.
+  // The Chrome trace (dist::Timeline's format): one lane per stage ("stage 0", ...), its F and
+  // B spans, the bubbles the gaps between them; all in one trace process (dist::Timeline names it
+  // "rank 0"), times from the window's start.
   std::string trace_json() const;
   void write_trace(const std::string& path) const;  // atomically (dist/files.h)
 };
