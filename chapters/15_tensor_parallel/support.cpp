@@ -43,6 +43,8 @@ void resolve_sizes(Flags& f, int world) {
                             ": each tensor-parallel rank holds hidden / tp of the hidden "
                             "features; choose a --tp that divides it");
   }
+  // A mesh that does not tile the world is the mesh's own error (main.cpp, Step 1).
+  if (f.dp * f.tp != world) return;
   if (f.batch_size % f.dp != 0 || (f.sequence_parallel && (f.batch_size / f.dp) % f.tp != 0)) {
     throw dist::ConfigError(
         "--batch-size " + std::to_string(f.batch_size) + " gives each of --dp " +
