@@ -61,7 +61,7 @@ dist::Tensor block_input(const dist::Tensor& x, bool sequence_parallel, dist::Pr
 dist::MseLoss block_loss(const dist::Tensor& out, const dist::Tensor& y, bool sequence_parallel,
                          dist::ProcessGroup& tp) {
   if (!sequence_parallel) return dist::mse_loss(out, y);
-  dist::Tensor whole(y.numel(), dist::kFloat32);
+  dist::Tensor whole(y.numel(), dist::kFloat32, y.device());
   tp.all_gather_into_tensor(whole, out);
   dist::MseLoss loss = dist::mse_loss(whole, y);
   loss.grad = dist::scatter_to_sequence_parallel_region(loss.grad, kOut, tp);
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < world; r += 2) evens.push_back(r);
     std::unique_ptr<dist::ProcessGroup> even = dist::new_group(evens);
     if (even->is_member()) {
-      dist::Tensor sum = dist::full(1, static_cast<double>(rank), dist::kInt64);
+      dist::Tensor sum = dist::full(1, static_cast<double>(rank), dist::kInt64, dist::get_device());
       even->all_reduce(sum, dist::ReduceOp::SUM);  // group ranks 0, 1, ...; global ranks summed
       const std::int64_t k = static_cast<std::int64_t>(evens.size());
       dist::out0() << "new_group(" << members(evens) << "): all_reduce of the global ranks "
@@ -118,10 +118,10 @@ int main(int argc, char** argv) {
     const dist::Tensor one_out = fc2.forward(hidden);
     dist::ParallelMLP mlp(fc1, fc2, tp);  // this rank's slices of fc1 and fc2
     dist::Tensor out;
-    const std::int64_t held_before = dist::memory_allocated();
+    const std::int64_t held_before = dist::memory_allocated(dist::get_device());
     const dist::Tensor input = block_input(data.x, false, tp);
     const Traffic forward = measure(tp, [&] { out = mlp.forward(input); });  // g: all_reduce
-    const std::int64_t held_tp = dist::memory_allocated() - held_before;
+    const std::int64_t held_tp = dist::memory_allocated(dist::get_device()) - held_before;
     const dist::Tensor grad = dist::mse_loss(out, data.y).grad;
     const Traffic backward = measure(tp, [&] { mlp.backward(grad); });  // f: all_reduce
     const Agreement agree = compare_output(out, one_out, hidden, fc2, f.tp);
@@ -147,12 +147,12 @@ int main(int argc, char** argv) {
     if (f.sequence_parallel) {
       dist::ParallelMLP sp(fc1, fc2, tp, {.sequence_parallel = true});
       dist::Tensor sp_out;
-      const std::int64_t before = dist::memory_allocated();
+      const std::int64_t before = dist::memory_allocated(dist::get_device());
       const dist::Tensor sp_input = block_input(data.x, true, tp);  // this rank's rows / T
       const Traffic gather = measure(tp, [&] {
         sp_out = sp.forward(sp_input);  // all_gather, then reduce_scatter
       });
-      const std::int64_t held_sp = dist::memory_allocated() - before;
+      const std::int64_t held_sp = dist::memory_allocated(dist::get_device()) - before;
       const dist::Tensor sp_grad = dist::scatter_to_sequence_parallel_region(grad, kOut, tp);
       const Traffic scatter = measure(tp, [&] { sp.backward(sp_grad); });  // the reverse pair
       const std::int64_t part = n / f.tp, want = e * part * (kIn + kOut) * (f.tp - 1);
@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
       model.backward(loss.grad);
       average_gradients(model.parameters(), dp);  // the mean over the dp group's rows
       sgd.step();
-      dist::Tensor mean = dist::full(1, loss.loss / f.dp, dist::kFloat64);
+      dist::Tensor mean = dist::full(1, loss.loss / f.dp, dist::kFloat64, dist::get_device());
       dp.all_reduce(mean, dist::ReduceOp::SUM);  // the whole batch's loss
       const double l = mean.item(0);
       worst = std::max(worst, std::fabs(l - one.loss) / one.loss);

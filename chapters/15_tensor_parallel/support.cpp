@@ -73,7 +73,7 @@ Batch batch(std::int64_t first, std::int64_t size) {
       y.push_back(static_cast<float>(sum / 4.0));
     }
   }
-  return {dist::Tensor::from(x), dist::Tensor::from(y)};
+  return {dist::Tensor::from(x, dist::get_device()), dist::Tensor::from(y, dist::get_device())};
 }
 
 namespace {
@@ -92,12 +92,14 @@ std::vector<float> values(std::int64_t rows, std::int64_t cols, int a, int b, in
 
 dist::Linear make_fc1(std::int64_t hidden) {
   return dist::Linear(kIn, hidden,
-                      {values(hidden, kIn, 31, 17, 23, 20.0), values(1, hidden, 0, 5, 11, 50.0)});
+                      {values(hidden, kIn, 31, 17, 23, 20.0), values(1, hidden, 0, 5, 11, 50.0)},
+                      dist::get_device());
 }
 
 dist::Linear make_fc2(std::int64_t hidden) {
   return dist::Linear(hidden, kOut,
-                      {values(kOut, hidden, 13, 7, 19, 20.0), values(1, kOut, 0, 3, 7, 50.0)});
+                      {values(kOut, hidden, 13, 7, 19, 20.0), values(1, kOut, 0, 3, 7, 50.0)},
+                      dist::get_device());
 }
 
 Traffic measure(dist::ProcessGroup& group, const std::function<void()>& body) {
@@ -120,10 +122,11 @@ Traffic measure(dist::ProcessGroup& group, const std::function<void()>& body) {
 
 Agreement compare_output(const dist::Tensor& tp_out, const dist::Tensor& one_out,
                          const dist::Tensor& hidden_activations, const dist::Linear& fc2, int tp) {
-  const std::vector<float> got = tp_out.to_vector<float>(), want = one_out.to_vector<float>();
-  const std::vector<float> a = hidden_activations.to_vector<float>();
-  const std::vector<float> w = fc2.weight().data.to_vector<float>();
-  const std::vector<float> b = fc2.bias().data.to_vector<float>();
+  const std::vector<float> got = tp_out.cpu().to_vector<float>();
+  const std::vector<float> want = one_out.cpu().to_vector<float>();
+  const std::vector<float> a = hidden_activations.cpu().to_vector<float>();
+  const std::vector<float> w = fc2.weight().data.cpu().to_vector<float>();
+  const std::vector<float> b = fc2.bias().data.cpu().to_vector<float>();
   const std::int64_t hidden = fc2.in_features(),
                      rows = static_cast<std::int64_t>(want.size()) / kOut;
   const double u = std::ldexp(1.0, -24);

@@ -34,14 +34,15 @@ void resolve_sizes(Flags& f, int world);
 
 // Samples [first, first + size) of a closed-form regression, the same bits in the twin:
 // x_ij = ((7919 i + 104729 j) mod 2001) / 1000 - 1 and y_ik = sum_j t_kj x_ij / 4 with the
-// integer teacher t_kj = ((3k + 5j) mod 7) - 3.
+// integer teacher t_kj = ((3k + 5j) mod 7) - 3; on the run's device (dist::get_device()).
 struct Batch {
   dist::Tensor x;  // size * kIn float32 values
   dist::Tensor y;  // size * kOut
 };
 Batch batch(std::int64_t first, std::int64_t size);
 
-// The one-process model's two layers, from closed-form initial values (the twin's too).
+// The one-process model's two layers, from closed-form initial values (the twin's too), on the
+// run's device.
 dist::Linear make_fc1(std::int64_t hidden);
 dist::Linear make_fc2(std::int64_t hidden);
 
