@@ -242,6 +242,20 @@ TEST_F(WorldOfOne, NcclRefusesWhatItCannotDoWithAMessage) {
   EXPECT_TRUE(t.cpu().equal(dist::full(3, 2.0, dist::kFloat64)));
 }
 
+// Point to point needs a second rank (NCCL refuses two ranks on one GPU): here, its refusals,
+// made before anything is posted, leave the group usable.
+TEST_F(WorldOfOne, NcclPointToPointRefusesBadArgumentsBeforePostingAnything) {
+  init("nccl");
+  Tensor t = dist::arange(4, dist::kFloat32, kGpu);
+  EXPECT_THROW((void)dist::isend(t, 0), dist::ConfigError);  // to itself
+  EXPECT_THROW((void)dist::irecv(t, 1), dist::ConfigError);  // no rank 1
+  EXPECT_THROW((void)dist::batch_isend_irecv({}), dist::ConfigError);
+  Tensor s = dist::full(3, 2.0, dist::kFloat64, kGpu);
+  dist::all_reduce(s);
+  EXPECT_TRUE(s.cpu().equal(dist::full(3, 2.0, dist::kFloat64)));
+  EXPECT_EQ(dist::default_group().header_bytes_sent(), 0);
+}
+
 TEST_F(WorldOfOne, AutoPicksNcclWhenTheRankHasAGpu) {
   init("auto");
   EXPECT_EQ(dist::get_backend(), "nccl");

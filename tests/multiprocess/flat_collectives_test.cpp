@@ -305,12 +305,13 @@ int run_bytes_sent(int rank, int W) {
   std::vector<Tensor> pieces(static_cast<std::size_t>(W), dist::zeros(n));
   expect("scatter", sent_by([&] { dist::scatter(mine, rank == 0 ? &pieces : nullptr, 0); }),
          {rank == 0 ? 4 * n * peers : 0, 0});
-  if (W > 1) {  // send: the tensor; recv: nothing
+  if (W > 1) {  // send: the tensor and its header (p2p_test.cpp); recv: nothing
     const Sent got = sent_by([&] {
       if (rank == 0) dist::send(mine, 1, 7);
       if (rank == 1) dist::recv(mine, 0, 7);
     });
-    expect("send/recv", got, {rank == 0 ? 4 * n : 0, 0});
+    expect("send/recv", got,
+           {rank == 0 ? 4 * n : 0, rank == 0 ? dist::ProcessGroup::kP2PHeaderBytes : 0});
   }
 
   // Synchronising only: a barrier, and calls on 0 elements.

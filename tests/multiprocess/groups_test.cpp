@@ -129,6 +129,12 @@ TEST(NewGroup, ARankOutsideTheGroupIsRefusedEveryCallNamingTheGroup) {
     if (!contains(error_of<dist::ConfigError>([&] { group->send(t, 0, 0); }),
                   "send on global rank 1"))
       return fail(rank, "send not refused");
+    if (!contains(error_of<dist::ConfigError>([&] { auto w = group->isend(t, 0, 0); }),
+                  "isend on global rank 1"))
+      return fail(rank, "isend not refused");
+    if (!contains(error_of<dist::ConfigError>([&] { auto w = group->irecv(t, 1, 0); }),
+                  "irecv on global rank 1"))
+      return fail(rank, "irecv not refused");
     return 0;
   }));
 }

@@ -90,6 +90,11 @@ void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst = 0);
 void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src = 0);
 void send(const Tensor& tensor, int dst, int tag = 0);
 void recv(Tensor& tensor, int src, int tag = 0);
+// torch's dist.isend, dist.irecv and dist.batch_isend_irecv on the default group: they return
+// at once, with a Work per message to wait() on (dist/process_group.h says what they promise).
+[[nodiscard]] Work isend(const Tensor& tensor, int dst, int tag = 0);
+[[nodiscard]] Work irecv(Tensor& tensor, int src, int tag = 0);
+[[nodiscard]] std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops);
 
 // torch's async_op=True on the default group: with {.async_op = true} the call returns at once
 // with a Work to wait() on (dist/process_group.h says what it promises); without, it is the call

@@ -22,10 +22,15 @@
 //     chapter 04's ring for the rest. Every call first exchanges a header (call number, count,
 //     dtype, op), so ranks that called differently all stop at once with an error showing each
 //     rank's call.
-//   * Gloo, broadcast, barrier, gather, scatter, send, recv: Gloo's own algorithms. Gloo notices a
-//     message of the wrong size on its network thread, where nothing can catch it: the receiving
-//     rank aborts (SIGABRT) after a rank-tagged "fatal:" line and a hint. A call that the others
-//     never make ends in a timeout.
+//   * Gloo, broadcast, barrier, gather, scatter: Gloo's own algorithms. Gloo notices a message of
+//     the wrong size on its network thread, where nothing can catch it: the receiving rank aborts
+//     (SIGABRT) after a rank-tagged "fatal:" line and a hint. A call that the others never make
+//     ends in a timeout.
+//   * Point to point (send, recv, isend, irecv, batch_isend_irecv), on either backend: every
+//     message is a header of 16 bytes (numel, dtype, tag), then its data. The receiver checks the
+//     header before it posts the data's buffer, so a recv of the wrong size or dtype is an error
+//     on both ranks, naming both, never an abort (see send() below). A message nobody receives
+//     ends in a timeout.
 //   * NCCL, every call: NCCL checks nothing across ranks; mismatched calls end in a timeout (or,
 //     for sizes, in wrong results), and the communicator is aborted.
 //   * With DIST_DEBUG=DETAIL, every collective on either backend is first compared across ranks
@@ -41,12 +46,30 @@
 //
 // Every collective also goes into the flight recorder when DIST_TRACE_DIR is set
 // (dist/flight_recorder.h): its state as it is scheduled, started, and completed, failed or timed
-// out, whichever backend runs it.
+// out, whichever backend runs it. Point-to-point messages are not collectives, and do not.
+//
+// Asynchronous point to point, as torch.distributed has it (isend, irecv, batch_isend_irecv with
+// a list of P2POp; 1.13 and 2.x alike): each call posts its messages and returns a Work at once;
+// wait() says the message has gone or arrived. How torch does it, and how this library does:
+//   * Gloo: torch 1.13's ProcessGroupGloo posts the unbound buffer's send() or recv() at once
+//     and waits with waitSend()/waitRecv() in Work::wait() (its SendWork and RecvWork), outside
+//     the queue of its collectives. Here an isend does the same with its header and data; an
+//     irecv posts the header's buffer at once and finishes on a thread of its own, which checks
+//     the header and only then posts the data's buffer (so a crossing pair never waits on a
+//     wait() the program has not reached yet). torch sends no header.
+//   * NCCL: batch_isend_irecv wraps the ops in one of NCCL's group calls (ncclGroupStart/End;
+//     1.13 and 2.x through their coalescing manager): NCCL launches them together, so two ranks
+//     that send to each other do not each wait in their send. Here a batch is two group calls,
+//     the headers' and the data's, run within the call (backends/nccl.cpp).
+// The peer is a rank of this group, as for torch's ProcessGroup objects (2.x's P2POp also takes
+// it as group_peer); torch.distributed.isend's dst is a global rank (global_rank()).
 //
 // Taught in: chapter 04 (collectives, async_op), chapter 05 (barrier), chapter 10 (mismatched
-// calls, DIST_DEBUG=DETAIL, the flight recorder).
-// Built in: common/src/group/process_group.cpp (what every backend shares), backends/gloo.cpp and
-// gloo_mesh.cpp (Gloo), backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
+// calls, DIST_DEBUG=DETAIL, the flight recorder), chapter 16 (pipeline parallel: isend, irecv,
+// batch_isend_irecv).
+// Built in: common/src/group/process_group.cpp (what every backend shares), work.cpp (Work, the
+// communication thread, irecv's threads), backends/gloo.cpp and gloo_mesh.cpp (Gloo),
+// backends/nccl.cpp (NCCL, cuda preset), debug_group.cpp (DETAIL).
 #pragma once
 
 #include <atomic>
@@ -54,6 +77,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +144,29 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+// torch.distributed.P2POp: one message of a batch_isend_irecv, an isend or an irecv.
+//
+//   std::vector<dist::Work> works = group.batch_isend_irecv({dist::P2POp::isend(out, next),
+//                                                            dist::P2POp::irecv(in, prev)});
+//   for (dist::Work& w : works) w.wait();
+//
+// The tensor is read (isend) or written (irecv) until its Work's wait() returns: keep it alive
+// and untouched until then.
+struct P2POp {
+  enum class Kind { kIsend, kIrecv };
+  Kind op = Kind::kIsend;
+  Tensor* tensor = nullptr;
+  int peer = -1;  // the rank sent to (isend) or received from (irecv), in the group
+  int tag = 0;
+
+  static P2POp isend(const Tensor& tensor, int dst, int tag = 0) {
+    return {Kind::kIsend, const_cast<Tensor*>(&tensor), dst, tag};  // only read
+  }
+  static P2POp irecv(Tensor& tensor, int src, int tag = 0) {
+    return {Kind::kIrecv, &tensor, src, tag};
+  }
+};
+
 class ProcessGroup;
 namespace detail {
 // Says which ranks of the default group `group` holds, and which of them this process is
@@ -172,9 +219,33 @@ class ProcessGroup {
   void gather(const Tensor& input, std::vector<Tensor>* outputs, int dst);
   // Rank r ends with `src`'s inputs[r] in `output`; `inputs` is read on rank `src` only.
   void scatter(Tensor& output, const std::vector<Tensor>* inputs, int src);
-  // Point to point: a send must meet a recv with the same tag, size and dtype.
+  // Point to point: a send must meet a recv with the same tag, size and dtype. Every message
+  // (send, isend) first sends a header of kP2PHeaderBytes (numel, dtype, tag), which the
+  // receiver checks before it posts the data's buffer: a recv whose tensor differs from what
+  // was sent throws a dist::Error naming both ranks, both sizes and dtypes and the tag, and
+  // closes the group, so the sender fails at once too, naming the receiver. A message of 0
+  // elements is a header alone.
   void send(const Tensor& tensor, int dst, int tag);
   void recv(Tensor& tensor, int src, int tag);
+  static constexpr std::int64_t kP2PHeaderBytes = 16;
+
+  // ---- Asynchronous point to point (torch's isend, irecv, batch_isend_irecv) ----
+  // Each returns at once with one Work per message; wait() blocks until the message has gone
+  // (isend) or arrived (irecv), and throws the message's error. An isend fails if no matching
+  // irecv takes it within the group's timeout of its wait(); an irecv if no message comes within
+  // the group's timeout of its posting. They do not go through the communication thread of
+  // async_op: several may be in flight at once, to several peers, with several tags, and two ranks
+  // may each isend to the other before either irecvs. Messages between two ranks with the same tag
+  // match in the order they were posted. Every message carries a header that the receiver checks
+  // (see above). An isend's is_completed() turns true once wait() has returned (as torch 1.13's
+  // Gloo SendWork); an irecv's as soon as the message has arrived. A message's Work starts when it
+  // is posted, ends when it has finished, and its bytes_sent() is the tensor's bytes for an isend,
+  // 0 for an irecv. Wait for (or drop) every Work before the group is destroyed.
+  [[nodiscard]] Work isend(const Tensor& tensor, int dst, int tag = 0);
+  [[nodiscard]] Work irecv(Tensor& tensor, int src, int tag = 0);
+  // Posts every op, in order, and returns their Works in the same order. Every op is checked
+  // first: a bad one refuses the batch before any message is posted.
+  [[nodiscard]] std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops);
 
   // The same collectives with CallOptions: {.async_op = true} returns at once (see Work).
   [[nodiscard]] Work all_reduce(Tensor& tensor, ReduceOp op, CallOptions options);
@@ -212,7 +283,8 @@ class ProcessGroup {
   // (all_reduce, all_gather, reduce_scatter) and gloo.h (its own algorithms), NCCL's, nominal,
   // in nccl.h.
   // header_bytes_sent() counts what a backend sends beyond tensor data to check its calls: the
-  // Gloo mesh's per-call header (gloo_mesh.h); NCCL sends none. Transport framing is in neither.
+  // Gloo mesh's per-call header (gloo_mesh.h; NCCL's collectives send none), and on both
+  // backends each point-to-point message's kP2PHeaderBytes. Transport framing is in neither.
   std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   std::int64_t header_bytes_sent() const {
     return header_bytes_sent_.load(std::memory_order_relaxed);
@@ -255,6 +327,8 @@ class ProcessGroup {
   // Says that data may move from now on (a Gloo call, an NCCL enqueue): if the call fails after
   // this, the group is closed. Staging copies and allocations come before it.
   void begin_transfer() { transferring_ = true; }
+  // Why the group was closed (the first error's first sentence); empty while it is usable.
+  std::string closed_reason() const;
   // Adds to bytes_sent() and header_bytes_sent(): the backend calls it where it sends.
   void count_sent(std::int64_t payload, std::int64_t header = 0) {
     bytes_sent_.fetch_add(payload, std::memory_order_relaxed);
@@ -281,8 +355,35 @@ class ProcessGroup {
   virtual void do_gather(const Tensor& input, std::vector<Tensor>* outputs, int dst) = 0;
   // `inputs` holds one tensor per rank, each of the output's size and dtype, on the source rank.
   virtual void do_scatter(Tensor& output, const std::vector<Tensor>* inputs, int src) = 0;
-  virtual void do_send(const Tensor& tensor, int dst, int tag) = 0;
-  virtual void do_recv(Tensor& tensor, int src, int tag) = 0;
+
+  // ---- Point to point: what a backend implements ----
+  // What every message sends first (kP2PHeaderBytes); the receiver checks it with
+  // check_p2p_header() before it posts the data's buffer.
+  struct P2PHeader {
+    std::int64_t numel = 0;
+    std::int32_t dtype = 0;  // the DType's value
+    std::int32_t tag = 0;
+  };
+  static P2PHeader p2p_header(const Tensor& tensor, int tag);
+  // Throws the dist::Error for a header that does not describe `expected`: the message names
+  // this rank, `src`, the tag and both sizes and dtypes.
+  void check_p2p_header(const P2PHeader& sent, const Tensor& expected, int src, int tag) const;
+  // "isend to rank 1 (tag 3, 12 float32 elements)": how errors name a message.
+  static std::string p2p_name(const P2POp& op, bool blocking);
+  // A message the backend has posted. wait() finishes it, by the group's timeout at the latest,
+  // or throws; it counts what it sent (count_sent) once it has sent it. in_flight() is false
+  // for a message the backend finished while posting it (NCCL), whose wait() returns at once.
+  class Transfer {
+   public:
+    virtual ~Transfer() = default;
+    virtual void wait() = 0;
+    virtual bool in_flight() const { return true; }
+  };
+  // Posts `ops` (checked; blocking: made by send/recv, which wait at once) and returns one
+  // Transfer per op, in order. It may be called from several threads at once (irecvs finish on
+  // threads of their own); errors name each message with p2p_name().
+  virtual std::vector<std::unique_ptr<Transfer>> do_batch_isend_irecv(const std::vector<P2POp>& ops,
+                                                                      bool blocking) = 0;
   // Runs once, after the first call that failed while transferring: drop the connections (or
   // abort the communicator), so that peers waiting on this rank fail at once instead of at their
   // timeout, even when the program catches the error and goes on.
@@ -292,6 +393,9 @@ class ProcessGroup {
   // finish (each ends by the group's timeout at the latest) and stops the communication thread,
   // which must not run a do_*() of a backend that is being destroyed.
   void stop_async() noexcept;
+  // Waits until the asynchronous calls made so far have finished (a backend whose
+  // point-to-point calls must not run beside a collective, NCCL, calls it first).
+  void wait_for_async();
 
  private:
   template <typename Validate, typename Body>
@@ -302,7 +406,6 @@ class ProcessGroup {
   // The communication thread (work.cpp), started by the first asynchronous call.
   class AsyncQueue;
   Work submit(std::function<void()> call);
-  void wait_for_async();
   // Runs `call` here and now, and returns it finished, with its times (exceptions pass through).
   Work run_now(const std::function<void()>& call);
 
@@ -324,6 +427,13 @@ class ProcessGroup {
   std::string closed_;         // why the group was closed; empty while it is usable
   std::unique_ptr<AsyncQueue> async_;
   std::atomic<std::int64_t> bytes_sent_{0}, header_bytes_sent_{0};
+
+  // Point to point (process_group.cpp, work.cpp): the threads that finish irecvs, and the lock
+  // that lets a message fail on one of them while the program calls on another.
+  class P2PThreads;
+  std::unique_ptr<P2PThreads> p2p_threads_;
+  mutable std::mutex close_mu_;  // guards closed_
+  std::vector<Work> post_p2p(const std::vector<P2POp>& ops);
 };
 
 }  // namespace dist

@@ -20,6 +20,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "backends/gloo_loop.h"
 #include "backends/gloo_mesh.h"
@@ -30,6 +34,8 @@
 
 namespace dist::backends {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // How long the loop keeps turning after this rank reads a peer's address (gloo_loop.h). Gloo
 // connects the pair within microseconds of the read; a pair whose listening side waits for a
@@ -340,23 +346,22 @@ class ProcessGroupGloo : public ProcessGroup {
     if (inputs != nullptr) count_sent(static_cast<std::int64_t>(output.nbytes()) * (size() - 1));
   }
 
-  void do_send(const Tensor& tensor, int dst, int tag) override {
-    if (tensor.is_cuda()) return do_send(tensor.cpu(), dst, tag);
-    gloo_call([&] {
-      auto buf = context_->createUnboundBuffer(const_cast<void*>(tensor.data()), tensor.nbytes());
-      buf->send(dst, p2p_slot(tag));
-      buf->waitSend(timeout());
-    });
-    count_sent(static_cast<std::int64_t>(tensor.nbytes()));
-  }
-
-  void do_recv(Tensor& tensor, int src, int tag) override {
-    if (tensor.is_cuda()) return through_host(tensor, [&](Tensor& t) { do_recv(t, src, tag); });
-    gloo_call([&] {
-      auto buf = context_->createUnboundBuffer(tensor.data(), tensor.nbytes());
-      buf->recv(src, p2p_slot(tag));
-      buf->waitRecv(timeout());
-    });
+  // ---- Point to point ----
+  // Each message is two of Gloo's unbound-buffer transfers, each on a slot of its own
+  // (p2p_slot): the header, then the data, as torch's ProcessGroupGloo posts one (SendWork,
+  // RecvWork). A send posts both at once; a recv posts the header's buffer at once and the
+  // data's once the header has arrived and matches (check_p2p_header): a buffer of the wrong
+  // size is never posted, so Gloo never sees a message larger than its buffer. The n-th message
+  // between two ranks with one tag takes number n in both slots, on both sides: messages match
+  // in the order they were posted, whichever thread posts the data's buffer first.
+  std::vector<std::unique_ptr<Transfer>> do_batch_isend_irecv(const std::vector<P2POp>& ops,
+                                                              bool blocking) override {
+    std::vector<std::unique_ptr<Transfer>> out;
+    for (const P2POp& op : ops) {
+      out.push_back(op.op == P2POp::Kind::kIsend ? post_send(op, blocking)
+                                                 : post_recv(op, blocking));
+    }
+    return out;
   }
 
   // After the first error the streams may be half-way through a message: drop both meshes.
@@ -397,9 +402,123 @@ class ProcessGroupGloo : public ProcessGroup {
     return opts;
   }
 
-  // Point-to-point messages live in their own slot range, apart from Gloo's collectives.
-  static std::uint64_t p2p_slot(int tag) {
-    return (std::uint64_t{0xd1} << 56) | static_cast<std::uint32_t>(tag);
+  // Point-to-point messages live in their own slot range, apart from Gloo's collectives: the
+  // top byte 0xd1, then 1 bit for header (0) or data (1), 23 bits of the message's number
+  // (modulo 2^23), and the tag's 32 bits.
+  static std::uint64_t p2p_slot(bool data, std::uint32_t number, int tag) {
+    return (std::uint64_t{0xd1} << 56) | (std::uint64_t{data} << 55) |
+           (std::uint64_t{number & 0x7fffffu} << 32) | static_cast<std::uint32_t>(tag);
+  }
+
+  // The number of the next message to or from `peer` with `tag`: 0, 1, 2, ...
+  std::uint32_t next_number(std::map<std::pair<int, int>, std::uint32_t>& counts, int peer,
+                            int tag) {
+    std::lock_guard lock(numbers_mu_);
+    return counts[{peer, tag}]++;
+  }
+
+  class GlooTransfer : public Transfer {
+   public:
+    explicit GlooTransfer(std::function<void()> wait) : wait_(std::move(wait)) {}
+    void wait() override { wait_(); }
+
+   private:
+    std::function<void()> wait_;
+  };
+
+  // What is left of the group's timeout until `deadline`, at least 1 ms (Gloo reads a negative
+  // timeout as "the context's default").
+  static std::chrono::milliseconds left(Clock::time_point deadline) {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  }
+
+  std::unique_ptr<Transfer> post_send(const P2POp& op, bool blocking) {
+    struct Message {
+      P2PHeader header;
+      Tensor host;  // a GPU tensor's copy
+      std::unique_ptr<gloo::transport::UnboundBuffer> header_buf, data_buf;
+    };
+    auto m = std::make_shared<Message>();
+    const Tensor& t = *op.tensor;
+    m->header = p2p_header(t, op.tag);
+    if (t.is_cuda()) m->host = t.cpu();
+    const void* data = t.is_cuda() ? m->host.data() : t.data();
+    const std::string what = p2p_name(op, blocking);
+    const std::uint32_t number = next_number(sent_, op.peer, op.tag);
+    p2p_errors(what, op.peer, [&] {
+      m->header_buf = context_->createUnboundBuffer(&m->header, sizeof m->header);
+      m->header_buf->send(op.peer, p2p_slot(false, number, op.tag));
+      if (t.numel() == 0) return;
+      m->data_buf = context_->createUnboundBuffer(const_cast<void*>(data), t.nbytes());
+      m->data_buf->send(op.peer, p2p_slot(true, number, op.tag));
+    });
+    const auto payload = static_cast<std::int64_t>(t.nbytes());
+    return std::make_unique<GlooTransfer>([this, m, what, payload, peer = op.peer] {
+      const auto deadline = Clock::now() + timeout();
+      p2p_errors(what, peer, [&] {
+        done_or_aborted(m->header_buf->waitSend(left(deadline)));
+        if (m->data_buf) done_or_aborted(m->data_buf->waitSend(left(deadline)));
+      });
+      count_sent(payload, kP2PHeaderBytes);
+    });
+  }
+
+  std::unique_ptr<Transfer> post_recv(const P2POp& op, bool blocking) {
+    struct Message {
+      P2PHeader header;
+      std::unique_ptr<gloo::transport::UnboundBuffer> header_buf;
+    };
+    auto m = std::make_shared<Message>();
+    const std::string what = p2p_name(op, blocking);
+    const std::uint32_t number = next_number(received_, op.peer, op.tag);
+    p2p_errors(what, op.peer, [&] {
+      m->header_buf = context_->createUnboundBuffer(&m->header, sizeof m->header);
+      m->header_buf->recv(op.peer, p2p_slot(false, number, op.tag));
+    });
+    return std::make_unique<GlooTransfer>([this, m, what, number, tensor = op.tensor, src = op.peer,
+                                           tag = op.tag] {
+      p2p_errors(what, src,
+                 [&] { done_or_aborted(m->header_buf->waitRecv(left(Clock::now() + timeout()))); });
+      check_p2p_header(m->header, *tensor, src, tag);
+      if (tensor->numel() == 0) return;
+      Tensor host = tensor->is_cuda() ? Tensor(tensor->numel(), tensor->dtype()) : Tensor();
+      void* data = tensor->is_cuda() ? host.data() : tensor->data();
+      p2p_errors(what, src, [&] {
+        auto buf = context_->createUnboundBuffer(data, tensor->nbytes());
+        buf->recv(src, p2p_slot(true, number, tag));
+        done_or_aborted(buf->waitRecv(left(Clock::now() + timeout())));
+      });
+      if (tensor->is_cuda()) tensor->copy_(host);
+    });
+  }
+
+  static void done_or_aborted(bool done) {
+    if (!done) throw gloo::IoException("the transfer was aborted");
+  }
+
+  // Runs fn() and turns Gloo's exceptions into errors that name the message (`what`), this rank
+  // and the peer. Once this rank's group is closed (another message failed), that is the cause.
+  template <typename Fn>
+  void p2p_errors(const std::string& what, int peer, Fn&& fn) {
+    with_gloo_errors(fn, [&](const std::string& detail) {
+      const std::string here = " on rank " + std::to_string(rank());
+      if (const std::string closed = closed_reason(); !closed.empty()) {
+        throw Error(what + " failed" + here + ": this process group was closed after an error (" +
+                    closed + "). [gloo: " + detail + "]");
+      }
+      if (detail.find("Timed out") != std::string::npos ||
+          detail.find(" timeout") != std::string::npos) {
+        throw TimeoutError(what + " timed out after " + util::seconds(timeout()) + here +
+                           ": rank " + std::to_string(peer) + " did not post the matching " +
+                           (what.find("send") != std::string::npos ? "recv" : "send") +
+                           " (with the same tag) in time. [gloo: " + detail + "]");
+      }
+      throw Error(what + " failed" + here + ": rank " + std::to_string(peer) +
+                  " closed its connection (it refused the message, exited or crashed; look for "
+                  "its error above). [gloo: " +
+                  detail + "]");
+    });
   }
 
   // Runs fn() and turns Gloo's exceptions into errors that say which call failed, where, and
@@ -426,6 +545,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::unique_ptr<GlooConnections> connections_;  // declared first: destroyed last
   const std::shared_ptr<gloo::Context> context_;
   MeshCollectives& mesh_;
+  std::mutex numbers_mu_;  // guards sent_ and received_: messages are posted from any thread
+  std::map<std::pair<int, int>, std::uint32_t> sent_, received_;  // (peer, tag) -> next number
 };
 
 }  // namespace

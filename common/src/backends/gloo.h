@@ -6,7 +6,8 @@
 // algorithms, counted by their formulas: broadcast is a binomial tree (gloo/broadcast.cc: the
 // source sends the tensor to each of its ceil(log2 W) children, an inner rank to each of its own,
 // a leaf to none; W-1 sends in all); gather sends the tensor to the destination; scatter's
-// source sends each other rank its piece; send sends the tensor.
+// source sends each other rank its piece; send and isend send the tensor, and a header of
+// ProcessGroup::kP2PHeaderBytes, counted in header_bytes_sent().
 #pragma once
 
 #include <chrono>

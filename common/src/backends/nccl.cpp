@@ -367,25 +367,82 @@ class ProcessGroupNCCL : public ProcessGroup {
     }
   }
 
-  // NCCL matches a send with a receive by order between the two ranks; it has no tags, so the
-  // tag is not sent (torch's NCCL backend ignores it the same way). A send waits for its receive.
-  void do_send(const Tensor& tensor, int dst, int /*tag*/) override {
-    run([&] {
-      return grouped([&] {
-        return ncclSend(tensor.data(), count(tensor), nccl_type(tensor.dtype()), dst, comm_,
-                        stream_);
+  // ---- Point to point ----
+  // Every message is a header, then its data (dist/process_group.h). NCCL matches a send with a
+  // receive by order between two ranks and has no tags (torch's NCCL backend ignores the tag the
+  // same way; the header still carries it, and the receiver checks it). A batch runs as two of
+  // NCCL's group calls: every op's header first, then, once every header received has been
+  // checked, every op's data. The group call (ncclGroupStart/ncclGroupEnd around the ops) is what
+  // torch's batch_isend_irecv does on NCCL: without it, two ranks that each send to the other
+  // first would each wait in its send. Everything finishes within the call, on the calling
+  // thread (NCCL takes one thread at a time): the Works that isend and irecv return have
+  // finished already, so two ranks that send to each other need batch_isend_irecv here, as they
+  // do in torch for messages beyond NCCL's buffers. After a header that does not match, the
+  // receiver aborts its communicator; its sender fails when NCCL reports that, or at its timeout.
+  std::vector<std::unique_ptr<Transfer>> do_batch_isend_irecv(const std::vector<P2POp>& ops,
+                                                              bool blocking) override {
+    wait_for_async();
+    const std::string what = ops.size() == 1
+                                 ? p2p_name(ops.front(), blocking)
+                                 : "batch_isend_irecv of " + std::to_string(ops.size()) +
+                                       " ops (the first " + p2p_name(ops.front(), blocking) + ")";
+    constexpr auto kHeader = static_cast<std::size_t>(kP2PHeaderBytes);
+    static_assert(sizeof(P2PHeader) == kHeader);
+    const auto n = static_cast<std::int64_t>(ops.size());
+    Tensor host(n * kP2PHeaderBytes / 4, kInt32);  // one header per op
+    auto* headers = static_cast<P2PHeader*>(host.data());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].op == P2POp::Kind::kIsend) headers[i] = p2p_header(*ops[i].tensor, ops[i].tag);
+    }
+    Tensor on_gpu = host.to(Device::cuda(device_));
+    enqueue_and_wait(what, timeout(), util::kNotEveryRankReached, [&] {
+      return grouped([&]() -> ncclResult_t {
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          void* header = static_cast<std::byte*>(on_gpu.data()) + i * kHeader;
+          const ncclResult_t rc =
+              ops[i].op == P2POp::Kind::kIsend
+                  ? ncclSend(header, kHeader, ncclInt8, ops[i].peer, comm_, stream_)
+                  : ncclRecv(header, kHeader, ncclInt8, ops[i].peer, comm_, stream_);
+          if (rc != ncclSuccess) return rc;
+        }
+        return ncclSuccess;
       });
     });
-    count_sent(bytes(tensor));
-  }
-
-  void do_recv(Tensor& tensor, int src, int /*tag*/) override {
-    run([&] {
-      return grouped([&] {
-        return ncclRecv(tensor.data(), count(tensor), nccl_type(tensor.dtype()), src, comm_,
-                        stream_);
+    host = on_gpu.cpu();
+    headers = static_cast<P2PHeader*>(host.data());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].op == P2POp::Kind::kIsend) continue;
+      try {
+        check_p2p_header(headers[i], *ops[i].tensor, ops[i].peer, ops[i].tag);
+      } catch (...) {
+        abort_communicator();
+        throw;
+      }
+    }
+    const bool any_data =
+        std::any_of(ops.begin(), ops.end(), [](const P2POp& op) { return op.tensor->numel() > 0; });
+    if (any_data) {
+      enqueue_and_wait(what, timeout(), util::kNotEveryRankReached, [&] {
+        return grouped([&]() -> ncclResult_t {
+          for (const P2POp& op : ops) {
+            Tensor& t = *op.tensor;
+            if (t.numel() == 0) continue;
+            const ncclResult_t rc =
+                op.op == P2POp::Kind::kIsend
+                    ? ncclSend(t.data(), count(t), nccl_type(t.dtype()), op.peer, comm_, stream_)
+                    : ncclRecv(t.data(), count(t), nccl_type(t.dtype()), op.peer, comm_, stream_);
+            if (rc != ncclSuccess) return rc;
+          }
+          return ncclSuccess;
+        });
       });
-    });
+    }
+    std::vector<std::unique_ptr<Transfer>> done;
+    for (const P2POp& op : ops) {
+      if (op.op == P2POp::Kind::kIsend) count_sent(bytes(*op.tensor), kP2PHeaderBytes);
+      done.push_back(std::make_unique<Finished>());
+    }
+    return done;
   }
 
   // After the first failure (the watchdog has usually aborted already): no NCCL call may run on
@@ -399,6 +456,13 @@ class ProcessGroupNCCL : public ProcessGroup {
     enqueue_and_wait(call().str(), timeout(), util::kNotEveryRankReached,
                      std::forward<Enqueue>(enqueue));
   }
+
+  // A message that finished within do_batch_isend_irecv.
+  class Finished : public Transfer {
+   public:
+    void wait() override {}
+    bool in_flight() const override { return false; }
+  };
 
   static std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
   // bytes_sent() is counted nominally (dist/process_group.h): NCCL does not say what it moved.

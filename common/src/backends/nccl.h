@@ -6,7 +6,8 @@
 // trees) and says nothing of what moved, so the counts are nominal, those of a ring in rank order:
 // all_reduce 2*(W-1)*bytes/W (rounded down), all_gather and reduce_scatter (W-1) times one rank's
 // part, broadcast the tensor once on every rank but the one before the source, and gather,
-// scatter and send exactly. It sends no header (header_bytes_sent stays 0).
+// scatter and send exactly. Its collectives send no header; every point-to-point message (send,
+// isend) sends one of ProcessGroup::kP2PHeaderBytes (header_bytes_sent).
 #pragma once
 
 #include <chrono>

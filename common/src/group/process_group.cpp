@@ -233,9 +233,9 @@ void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
   check_member(call);
   wait_for_async();  // on the caller's thread: the queued calls go first
   call.seq = call.collective ? ++sequence_ : sequence_;
-  if (!closed_.empty()) {
+  if (const std::string closed = closed_reason(); !closed.empty()) {
     throw Error(call.str() + " on rank " + std::to_string(rank_) +
-                ": this process group was closed after an earlier error (" + closed_ +
+                ": this process group was closed after an earlier error (" + closed +
                 "); start again with destroy_process_group() and init_process_group()");
   }
   // call() is valid for the backend during this call only.
@@ -275,9 +275,19 @@ void ProcessGroup::run(Call call, Validate&& validate, Body&& body) {
   ended(FlightRecorder::State::kCompleted, false);
 }
 
+// Once: a point-to-point message may fail on an irecv's thread while another fails here.
 void ProcessGroup::close_after(const std::string& error) {
-  closed_ = error.substr(0, error.find(". "));
+  {
+    std::lock_guard lock(close_mu_);
+    if (!closed_.empty()) return;
+    closed_ = error.substr(0, error.find(". "));
+  }
   close();
+}
+
+std::string ProcessGroup::closed_reason() const {
+  std::lock_guard lock(close_mu_);
+  return closed_;
 }
 
 // A collective with CallOptions: at once, or (async_op) checked now and queued behind the
@@ -451,6 +461,96 @@ void ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>* inputs, in
       });
 }
 
+// ---- Point to point ----------------------------------------------------------------------------
+// send and recv are calls like the collectives (run(): they wait for the queued asynchronous
+// calls, and a failure closes the group); isend, irecv and batch_isend_irecv post their
+// messages at once and return (work.cpp: post_p2p). All of them send the same messages: a
+// header, then the data, which the backend's do_batch_isend_irecv() moves.
+
+namespace {
+
+// "12 float32 elements"
+std::string p2p_count(std::int64_t numel, std::string_view dtype) {
+  if (dtype.substr(0, 6) == "torch.") dtype.remove_prefix(6);
+  return std::to_string(numel) + " " + std::string(dtype) + (numel == 1 ? " element" : " elements");
+}
+
+std::string sent_dtype_name(std::int32_t code) {
+  for (DType d : {kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16}) {
+    if (static_cast<std::int32_t>(d) == code) return std::string(dtype_name(d));
+  }
+  return "dtype-code-" + std::to_string(code);
+}
+
+}  // namespace
+
+ProcessGroup::P2PHeader ProcessGroup::p2p_header(const Tensor& tensor, int tag) {
+  return {.numel = tensor.numel(),
+          .dtype = static_cast<std::int32_t>(tensor.dtype()),
+          .tag = static_cast<std::int32_t>(tag)};
+}
+
+void ProcessGroup::check_p2p_header(const P2PHeader& sent, const Tensor& expected, int src,
+                                    int tag) const {
+  if (sent.numel == expected.numel() && sent.dtype == static_cast<std::int32_t>(expected.dtype()) &&
+      sent.tag == tag) {
+    return;
+  }
+  const std::string from = "rank " + std::to_string(src);
+  std::string what = "recv from " + from + " (tag " + std::to_string(tag) + ") expected " +
+                     p2p_count(expected.numel(), dtype_name(expected.dtype())) + "; " + from +
+                     " sent " + p2p_count(sent.numel, sent_dtype_name(sent.dtype));
+  if (sent.tag != tag) what += " with tag " + std::to_string(sent.tag);
+  throw Error(what + " (on rank " + std::to_string(rank_) +
+              "). Every send must meet a recv with the same tag, size and dtype; the group is "
+              "closed, so the sender fails too");
+}
+
+std::string ProcessGroup::p2p_name(const P2POp& op, bool blocking) {
+  const bool send = op.op == P2POp::Kind::kIsend;
+  const char* name = blocking ? (send ? "send" : "recv") : (send ? "isend" : "irecv");
+  return std::string(name) + (send ? " to rank " : " from rank ") + std::to_string(op.peer) +
+         " (tag " + std::to_string(op.tag) + ", " +
+         p2p_count(op.tensor->numel(), dtype_name(op.tensor->dtype())) + ")";
+}
+
+Work ProcessGroup::isend(const Tensor& tensor, int dst, int tag) {
+  std::vector<Work> works = batch_isend_irecv({P2POp::isend(tensor, dst, tag)});
+  return std::move(works.front());
+}
+
+Work ProcessGroup::irecv(Tensor& tensor, int src, int tag) {
+  std::vector<Work> works = batch_isend_irecv({P2POp::irecv(tensor, src, tag)});
+  return std::move(works.front());
+}
+
+std::vector<Work> ProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  check_member({.name = ops.size() == 1
+                            ? (ops.front().op == P2POp::Kind::kIsend ? "isend" : "irecv")
+                            : "batch_isend_irecv",
+                .collective = false});
+  if (ops.empty()) {
+    throw ConfigError("batch_isend_irecv needs at least one P2POp: the list is empty");
+  }
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& op = ops[i];
+    const bool send = op.op == P2POp::Kind::kIsend;
+    if (!send && op.op != P2POp::Kind::kIrecv) {
+      throw ConfigError("batch_isend_irecv op " + std::to_string(i) +
+                        " is neither an isend nor an irecv: make it with P2POp::isend or "
+                        "P2POp::irecv");
+    }
+    if (op.tensor == nullptr) {
+      throw ConfigError("batch_isend_irecv op " + std::to_string(i) +
+                        " has no tensor: make it with P2POp::isend(tensor, dst) or "
+                        "P2POp::irecv(tensor, src)");
+    }
+    check_peer(op.peer, rank_, size_, send ? "dst" : "src");
+    check_tensor(*op.tensor, send ? "isend" : "irecv");
+  }
+  return post_p2p(ops);
+}
+
 void ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
   run(
       {.name = "send", .collective = false, .tensor = &tensor, .peer_role = "to", .peer = dst},
@@ -459,7 +559,8 @@ void ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
         check_tensor(tensor, "send");
       },
       [&] {
-        if (tensor.numel() > 0) do_send(tensor, dst, tag);
+        begin_transfer();
+        do_batch_isend_irecv({P2POp::isend(tensor, dst, tag)}, true).front()->wait();
       });
 }
 
@@ -471,7 +572,8 @@ void ProcessGroup::recv(Tensor& tensor, int src, int tag) {
         check_tensor(tensor, "recv");
       },
       [&] {
-        if (tensor.numel() > 0) do_recv(tensor, src, tag);
+        begin_transfer();
+        do_batch_isend_irecv({P2POp::irecv(tensor, src, tag)}, true).front()->wait();
       });
 }
 

@@ -14,6 +14,7 @@
 #include <numeric>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "dist/check.h"
 #include "dist/process_group.h"
@@ -30,9 +31,37 @@ struct Work::State {
   std::exception_ptr error;
   Clock::time_point start, end;
   std::int64_t sent = 0;
+  // An isend's: what finishes its message, run by the first wait() (or the destructor) on the
+  // caller's thread. It never throws: it finishes the state, with the message's error if any.
+  std::function<void()> complete;
 };
 
 namespace {
+
+// Marks `state` finished: started at `start`, ended now, having sent `sent` bytes, with `error`.
+void finish(Work::State& state, Work::Clock::time_point start, std::int64_t sent,
+            std::exception_ptr error) {
+  const auto end = Work::Clock::now();
+  {
+    std::lock_guard lock(state.mu);
+    state.error = std::move(error);
+    state.start = start;
+    state.end = end;
+    state.sent = sent;
+    state.done = true;
+  }
+  state.cv.notify_all();
+}
+
+// Runs an isend's completion, if it has one and nobody ran it yet, here.
+void complete_here(Work::State& state) {
+  std::function<void()> complete;
+  {
+    std::lock_guard lock(state.mu);
+    complete = std::exchange(state.complete, nullptr);
+  }
+  if (complete) complete();
+}
 
 // Runs `call` (a group's call, one at a time on that group) and finishes `state` with its times
 // and bytes, and the call's exception, if any.
@@ -64,6 +93,7 @@ void run_timed(const std::function<void()>& call, const ProcessGroup& group, Wor
 
 Work::~Work() {
   if (state_ == nullptr) return;
+  complete_here(*state_);
   std::unique_lock lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });  // ends by the group's timeout at most
 }
@@ -78,6 +108,7 @@ Work& Work::operator=(Work&& other) noexcept {
 
 void Work::wait() {
   if (state_ == nullptr) return;
+  complete_here(*state_);
   std::unique_lock lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->error != nullptr) std::rethrow_exception(std::exchange(state_->error, nullptr));
@@ -215,6 +246,106 @@ void ProcessGroup::wait_for_async() {
 
 void ProcessGroup::stop_async() noexcept {
   async_.reset();
+  p2p_threads_.reset();  // joins the irecvs' threads: each ends by the group's timeout at most
+}
+
+// ---- Point to point (dist/process_group.h: isend, irecv, batch_isend_irecv) ----
+// An isend finishes on the thread that waits for it: its Work runs the backend's wait(). An
+// irecv finishes on a thread of its own, started as it is posted, because its data's buffer can
+// be posted only once the header has arrived and been checked: were that left to wait(), two
+// ranks that each wait for their isend before their irecv would wait for each other forever.
+
+// The threads that finish irecvs: one per message in flight, joined when it has finished (at
+// the next start) or when the group is destroyed.
+class ProcessGroup::P2PThreads {
+ public:
+  ~P2PThreads() {
+    std::vector<Entry> all;
+    {
+      std::lock_guard lock(mu_);
+      all.swap(threads_);
+    }
+    for (Entry& e : all) e.thread.join();
+  }
+
+  void start(std::function<void()> body) {
+    std::lock_guard lock(mu_);
+    std::erase_if(threads_, [](Entry& e) {
+      if (!e.done->load()) return false;
+      e.thread.join();
+      return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    const util::WorkerSignals quiet;  // its thread leaves SIGTERM and SIGUSR1 to the program
+    threads_.push_back({std::thread([body = std::move(body), done]() mutable {
+                          body();
+                          body = nullptr;  // the message's buffers go before the thread says so
+                          done->store(true);
+                        }),
+                        done});
+  }
+
+ private:
+  struct Entry {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex mu_;
+  std::vector<Entry> threads_;
+};
+
+std::vector<Work> ProcessGroup::post_p2p(const std::vector<P2POp>& ops) {
+  if (const std::string closed = closed_reason(); !closed.empty()) {
+    throw Error(p2p_name(ops.front(), false) + " on rank " + std::to_string(rank_) +
+                ": this process group was closed after an earlier error (" + closed +
+                "); start again with destroy_process_group() and init_process_group()");
+  }
+  const auto start = Work::Clock::now();
+  std::vector<std::unique_ptr<Transfer>> transfers;
+  try {
+    transfers = do_batch_isend_irecv(ops, false);
+  } catch (const std::exception& e) {
+    close_after(e.what());  // a message may be half-posted: the group cannot go on
+    throw;
+  }
+  std::vector<Work> works;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    auto state = std::make_shared<Work::State>();
+    const bool send = ops[i].op == P2POp::Kind::kIsend;
+    const std::int64_t bytes = send ? static_cast<std::int64_t>(ops[i].tensor->nbytes()) : 0;
+    std::shared_ptr<Transfer> transfer = std::move(transfers[i]);
+    const bool in_flight = transfer->in_flight();
+    // Holds the Work's state weakly: an isend's state holds this function.
+    auto complete = [this, transfer, bytes, start, weak = std::weak_ptr<Work::State>(state)] {
+      std::exception_ptr error;
+      try {
+        transfer->wait();
+      } catch (const std::exception& e) {
+        close_after(e.what());
+        error = std::current_exception();
+      } catch (...) {
+        close_after(
+            "a point-to-point message failed with an exception that is not a "
+            "std::exception");
+        error = std::current_exception();
+      }
+      if (const auto s = weak.lock()) finish(*s, start, error ? 0 : bytes, std::move(error));
+    };
+    if (!in_flight) {
+      complete();
+    } else if (send) {
+      state->complete = std::move(complete);
+    } else {
+      {
+        std::lock_guard lock(close_mu_);  // two threads may post irecvs at once
+        if (p2p_threads_ == nullptr) p2p_threads_ = std::make_unique<P2PThreads>();
+      }
+      // The thread holds the state: the Work may be dropped while the message is in flight.
+      p2p_threads_->start([complete = std::move(complete), state] { complete(); });
+    }
+    works.push_back(Work(std::move(state)));
+  }
+  return works;
 }
 
 }  // namespace dist

@@ -173,8 +173,10 @@ class NonMemberGroup final : public ProcessGroup {
   void do_reduce_scatter_tensor(Tensor&, const Tensor&, ReduceOp) override { unreachable(); }
   void do_gather(const Tensor&, std::vector<Tensor>*, int) override { unreachable(); }
   void do_scatter(Tensor&, const std::vector<Tensor>*, int) override { unreachable(); }
-  void do_send(const Tensor&, int, int) override { unreachable(); }
-  void do_recv(Tensor&, int, int) override { unreachable(); }
+  std::vector<std::unique_ptr<Transfer>> do_batch_isend_irecv(const std::vector<P2POp>&,
+                                                              bool) override {
+    unreachable();
+  }
   void close() noexcept override {}
 };
 
@@ -380,6 +382,16 @@ void send(const Tensor& tensor, int dst, int tag) {
 }
 void recv(Tensor& tensor, int src, int tag) {
   default_group().recv(tensor, src, tag);
+}
+
+Work isend(const Tensor& tensor, int dst, int tag) {
+  return default_group().isend(tensor, dst, tag);
+}
+Work irecv(Tensor& tensor, int src, int tag) {
+  return default_group().irecv(tensor, src, tag);
+}
+std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops) {
+  return default_group().batch_isend_irecv(ops);
 }
 Work all_reduce(Tensor& tensor, ReduceOp op, CallOptions options) {
   return default_group().all_reduce(tensor, op, options);
