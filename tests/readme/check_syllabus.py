@@ -9,7 +9,8 @@
   - README.md's Syllabus table: a row for every lesson that is not an exercise, in the table's
     order (`smoke`, `multinode`, then NN with [name](chapters/NN_name/README.md) and its deck
     slides/decks/NN_name.md);
-  - the introduction deck's syllabus slide (slides/decks/00_introduction.md): a row NN | name for
+  - the introduction deck's syllabus slides (slides/decks/00_introduction.md, "## The syllabus" and
+    "## The syllabus, continued"): a row NN | name for
     every chapter, in order;
   - slides/README.md's list of decks: one row per chapter, in order, and one row for each deck in
     slides/decks/ (the introduction too), each naming a deck that exists;
@@ -83,12 +84,21 @@ def check_table(root, lessons, problems):
 
 
 def table_rows(root, file, heading, problems):
-    """(line number, cells) for each body row of the first Markdown table after `heading`."""
+    """(line number, cells) for each body row of the first Markdown table after `heading`, and
+    of the first table after `heading, continued` where a long table goes on, on a slide of its
+    own."""
     lines = (root / file).read_text().splitlines()
     start = next((i for i, t in enumerate(lines) if t.strip() == heading), None)
     if start is None:
         problems.append(f"{file}: no '{heading}' followed by a table")
         return []
+    rows = first_table(lines, start)
+    more = next((i for i, t in enumerate(lines) if t.strip() == heading + ", continued"), None)
+    return rows + (first_table(lines, more) if more is not None else [])
+
+
+def first_table(lines, start):
+    """(line number, cells) for each body row of the first table after line index `start`."""
     rows, in_table = [], False
     for i in range(start + 1, len(lines)):
         text = lines[i].strip()
