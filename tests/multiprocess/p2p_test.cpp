@@ -58,9 +58,9 @@ constexpr std::int64_t kLarge = std::int64_t{1} << 21;
 // a pipeline's stages trading activations and gradients. With blocking sends (or sends and
 // receives queued on one thread) every rank would wait in its send for a receive that the peer
 // posts only after its own send: see BlockingSendsThatCrossWaitForEachOther below.
-class Crossing : public ::testing::TestWithParam<int> {};
+class P2pCrossing : public ::testing::TestWithParam<int> {};
 
-TEST_P(Crossing, IsendThenIrecvBothWaysWithLargeMessagesFinishWithTheData) {
+TEST_P(P2pCrossing, IsendThenIrecvBothWaysWithLargeMessagesFinishWithTheData) {
   const int W = GetParam();
   const auto start = Clock::now();
   expect_all_ok(run_group(W, {.timeout = 20s}, [&](int rank) {
@@ -79,11 +79,11 @@ TEST_P(Crossing, IsendThenIrecvBothWaysWithLargeMessagesFinishWithTheData) {
   EXPECT_LT(Clock::now() - start, 60s);
 }
 
-INSTANTIATE_TEST_SUITE_P(P2P, Crossing, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(P2P, P2pCrossing, ::testing::Values(2, 4));
 
 // The same exchange with blocking send() and recv(): each rank's send waits for the peer's recv,
 // which the peer reaches only after its own send. Both wait until the group's timeout.
-TEST(Crossing, BlockingSendsThatCrossWaitForEachOtherUntilTheTimeout) {
+TEST(P2pCrossing, BlockingSendsThatCrossWaitForEachOtherUntilTheTimeout) {
   const auto start = Clock::now();
   auto results = run_group(2, {.timeout = 2s},
                            [](int rank) {
@@ -115,7 +115,7 @@ TEST(Crossing, BlockingSendsThatCrossWaitForEachOtherUntilTheTimeout) {
 // all_reduce, then isends to rank 1, which receives first and only then joins the all_reduce.
 // Were the isend queued behind the all_reduce (or made to wait for it), both would wait until
 // the timeout.
-TEST(Crossing, AnIsendDoesNotWaitForTheCollectivesQueuedBeforeIt) {
+TEST(P2pCrossing, AnIsendDoesNotWaitForTheCollectivesQueuedBeforeIt) {
   const auto start = Clock::now();
   expect_all_ok(run_group(2, {.timeout = 20s}, [](int rank) {
     Tensor sum = dist::full(3, rank + 1.0);
@@ -141,7 +141,7 @@ TEST(Crossing, AnIsendDoesNotWaitForTheCollectivesQueuedBeforeIt) {
 // Ranks 0 and 2 each isend rank 1 tags 1, 2, 3 and tag 4 twice; rank 1 posts its irecvs in
 // another order (3, 4, 1, 4, 2, from rank 2 first), then waits for them last to first. Messages
 // meet by peer and tag, and two with the same peer and tag in the order they were posted.
-TEST(InFlight, SeveralTagsAndPeersOutOfOrderMeetByPeerAndTag) {
+TEST(P2pInFlight, SeveralTagsAndPeersOutOfOrderMeetByPeerAndTag) {
   expect_all_ok(run_group(3, {.timeout = 20s}, [](int rank) {
     const std::vector<int> tags = {1, 2, 3, 4, 4};
     // Message of tag t from rank r: id 10 * r + t (+ 5 for the second of tag 4), 3 + t values.
@@ -182,7 +182,7 @@ TEST(InFlight, SeveralTagsAndPeersOutOfOrderMeetByPeerAndTag) {
 
 // batch_isend_irecv on a ring of 4: each rank sends to both neighbours and receives from both,
 // all in one batch (the NCCL way of crossing pairs; on Gloo each op is posted as it comes).
-TEST(Batch, ARingOfFourTradesWithBothNeighboursInOneBatch) {
+TEST(P2pBatch, ARingOfFourTradesWithBothNeighboursInOneBatch) {
   expect_all_ok(run_group(4, {.timeout = 20s}, [](int rank) {
     const int W = 4, next = (rank + 1) % W, prev = (rank + W - 1) % W;
     const Tensor to_next = message(1000, 10 * rank + 1), to_prev = message(700, 10 * rank + 2);
@@ -202,7 +202,7 @@ TEST(Batch, ARingOfFourTradesWithBothNeighboursInOneBatch) {
 
 // Rank 1 posts an irecv from rank 0 and an isend to it; rank 0 exits without either. Both of rank
 // 1's waits fail within seconds (the group's timeout is a minute), naming rank 0.
-TEST(Failures, WaitAfterThePeerDiedFailsWithinSecondsNamingIt) {
+TEST(P2pFailures, WaitAfterThePeerDiedFailsWithinSecondsNamingIt) {
   const auto start = Clock::now();
   auto results = run_group(2, {.timeout = 60s},
                            [](int rank) {
@@ -288,9 +288,9 @@ int send_or_recv_the_wrong_size(const WrongSize& c, int rank) {
   return rank == 0 && !c.sender_fails ? 0 : 1;
 }
 
-class Mismatch : public ::testing::TestWithParam<WrongSize> {};
+class P2pMismatch : public ::testing::TestWithParam<WrongSize> {};
 
-TEST_P(Mismatch, ARecvOfTheWrongSizeFailsFastOnBothRanksNamingBoth) {
+TEST_P(P2pMismatch, ARecvOfTheWrongSizeFailsFastOnBothRanksNamingBoth) {
   const WrongSize c = GetParam();
   const auto start = Clock::now();
   auto results =
@@ -314,7 +314,7 @@ TEST_P(Mismatch, ARecvOfTheWrongSizeFailsFastOnBothRanksNamingBoth) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    P2P, Mismatch,
+    P2P, P2pMismatch,
     ::testing::Values(
         WrongSize{false, 12, dist::kFloat32, 8,
                   "recv from rank 0 (tag 3) expected 8 float32 elements; rank 0 sent 12 float32 "
@@ -335,7 +335,7 @@ INSTANTIATE_TEST_SUITE_P(
 // What each message sends: its tensor's bytes in bytes_sent(), and a header of
 // ProcessGroup::kP2PHeaderBytes (16) in header_bytes_sent(), on the sender only. Messages of 0
 // elements send the header alone and arrive as 0-element tensors.
-TEST(Bytes, EachMessageSendsItsTensorAndOneHeader) {
+TEST(P2pBytes, EachMessageSendsItsTensorAndOneHeader) {
   expect_all_ok(run_group(2, {.timeout = 20s}, [](int rank) {
     dist::ProcessGroup& group = dist::default_group();
     const std::int64_t payload0 = group.bytes_sent(), header0 = group.header_bytes_sent();
@@ -388,7 +388,7 @@ TEST(Bytes, EachMessageSendsItsTensorAndOneHeader) {
 
 // Bad arguments are refused at once with a ConfigError naming what to fix, before any message is
 // posted; the group stays usable.
-TEST(Arguments, BadPeersAndBatchesAreRefusedAndLeaveTheGroupUsable) {
+TEST(P2pArguments, BadPeersAndBatchesAreRefusedAndLeaveTheGroupUsable) {
   expect_all_ok(run_group(2, {.timeout = 20s}, [](int rank) {
     Tensor t(4, dist::kFloat32);
     int refused = 0;

@@ -1,0 +1,187 @@
+#include "support.h"
+
+#include <dist/cli.h>
+#include <dist/flight_recorder.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace ch15 {
+
+std::optional<Flags> parse_flags(int argc, char** argv) {
+  Flags f;
+  dist::Cli cli("ch15_tensor_parallel",
+                "Tensor parallelism (Megatron): process groups and a 2-D mesh, an MLP block split "
+                "across the ranks of a \"tp\" group, sequence parallelism, and data parallel x "
+                "tensor parallel training, each checked against one process.");
+  cli.add_int("--dp", &f.dp, "data-parallel size, the mesh's first dimension (0: world / tp)", 0,
+              1024);
+  cli.add_int(
+      "--tp", &f.tp,
+      "tensor-parallel size, the mesh's second dimension (0: 2 on an even world size, else 1)", 0,
+      1024);
+  cli.add_int("--hidden", &f.hidden, "the block's hidden width (--tp must divide it)", 1, 4096);
+  cli.add_int("--batch-size", &f.batch_size, "rows of the global batch (--dp must divide it)", 1,
+              4096);
+  cli.add_int("--steps", &f.steps, "step 4: training steps", 1, 1000);
+  cli.add_double("--lr", &f.lr, "SGD's learning rate", 1e-6, 1);
+  cli.add_flag("--sequence-parallel", &f.sequence_parallel,
+               "step 3, and the training: rows split outside the block (--tp must divide each "
+               "data-parallel rank's rows)");
+  if (!cli.parse(argc, argv)) return std::nullopt;
+  f.init = cli.init_options();
+  return f;
+}
+
+void resolve_sizes(Flags& f, int world) {
+  if (f.tp == 0) f.tp = world % 2 == 0 ? 2 : 1;
+  if (f.dp == 0) f.dp = std::max(1, world / f.tp);
+  if (f.hidden % f.tp != 0) {
+    throw dist::ConfigError("--tp " + std::to_string(f.tp) + " does not divide --hidden " +
+                            std::to_string(f.hidden) +
+                            ": each tensor-parallel rank holds hidden / tp of the hidden "
+                            "features; choose a --tp that divides it");
+  }
+  // A mesh that does not tile the world is the mesh's own error (main.cpp, Step 1).
+  if (f.dp * f.tp != world) return;
+  if (f.batch_size % f.dp != 0 || (f.sequence_parallel && (f.batch_size / f.dp) % f.tp != 0)) {
+    throw dist::ConfigError(
+        "--batch-size " + std::to_string(f.batch_size) + " gives each of --dp " +
+        std::to_string(f.dp) + " data-parallel ranks " + std::to_string(f.batch_size / f.dp) +
+        " rows" +
+        (f.sequence_parallel
+             ? ", which --sequence-parallel splits across --tp " + std::to_string(f.tp)
+             : "") +
+        ": choose a batch size they divide");
+  }
+}
+
+Batch batch(std::int64_t first, std::int64_t size) {
+  std::vector<float> x, y;
+  for (std::int64_t i = first; i < first + size; ++i) {
+    std::vector<double> row;
+    for (std::int64_t j = 0; j < kIn; ++j) {
+      row.push_back(static_cast<double>((7919 * i + 104729 * j) % 2001) / 1000.0 - 1.0);
+      x.push_back(static_cast<float>(row.back()));
+    }
+    for (std::int64_t k = 0; k < kOut; ++k) {
+      double sum = 0;
+      for (std::int64_t j = 0; j < kIn; ++j) {
+        sum += static_cast<double>((3 * k + 5 * j) % 7 - 3) * row[static_cast<std::size_t>(j)];
+      }
+      y.push_back(static_cast<float>(sum / 4.0));
+    }
+  }
+  return {dist::Tensor::from(x, dist::get_device()), dist::Tensor::from(y, dist::get_device())};
+}
+
+namespace {
+
+std::vector<float> values(std::int64_t rows, std::int64_t cols, int a, int b, int m, double div) {
+  std::vector<float> w;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      w.push_back(static_cast<float>(static_cast<double>((a * r + b * c) % m - m / 2) / div));
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+dist::Linear make_fc1(std::int64_t hidden) {
+  return dist::Linear(kIn, hidden,
+                      {values(hidden, kIn, 31, 17, 23, 20.0), values(1, hidden, 0, 5, 11, 50.0)},
+                      dist::get_device());
+}
+
+dist::Linear make_fc2(std::int64_t hidden) {
+  return dist::Linear(hidden, kOut,
+                      {values(kOut, hidden, 13, 7, 19, 20.0), values(1, kOut, 0, 3, 7, 50.0)},
+                      dist::get_device());
+}
+
+Traffic measure(dist::ProcessGroup& group, const std::function<void()>& body) {
+  const dist::FlightRecorder* recorder = dist::flight::recorder();
+  std::uint64_t last = 0;
+  bool any = false;
+  if (recorder != nullptr) {
+    for (const auto& e : recorder->entries()) last = e.record, any = true;
+  }
+  const std::int64_t before = group.bytes_sent();
+  body();
+  Traffic t{{}, group.bytes_sent() - before, recorder != nullptr};
+  if (recorder != nullptr) {
+    for (const auto& e : recorder->entries()) {
+      if (!any || e.record > last) t.calls.emplace_back(e.call.op);
+    }
+  }
+  return t;
+}
+
+Agreement compare_output(const dist::Tensor& tp_out, const dist::Tensor& one_out,
+                         const dist::Tensor& hidden_activations, const dist::Linear& fc2, int tp) {
+  const std::vector<float> got = tp_out.cpu().to_vector<float>();
+  const std::vector<float> want = one_out.cpu().to_vector<float>();
+  const std::vector<float> a = hidden_activations.cpu().to_vector<float>();
+  const std::vector<float> w = fc2.weight().data.cpu().to_vector<float>();
+  const std::vector<float> b = fc2.bias().data.cpu().to_vector<float>();
+  const std::int64_t hidden = fc2.in_features(),
+                     rows = static_cast<std::int64_t>(want.size()) / kOut;
+  const double u = std::ldexp(1.0, -24);
+  Agreement agree;
+  agree.within = got.size() == want.size();
+  for (std::int64_t r = 0; agree.within && r < rows; ++r) {
+    for (std::int64_t c = 0; c < kOut; ++c) {
+      double s = std::fabs(b[static_cast<std::size_t>(c)]);
+      for (std::int64_t k = 0; k < hidden; ++k) {
+        s += std::fabs(a[static_cast<std::size_t>(r * hidden + k)] *
+                       static_cast<double>(w[static_cast<std::size_t>(c * hidden + k)]));
+      }
+      const std::size_t i = static_cast<std::size_t>(r * kOut + c);
+      const double bound = tp == 1 ? 0.0 : (tp + 1) * u * s + std::ldexp(s, -50);
+      const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+      agree.largest_difference = std::max(agree.largest_difference, diff);
+      agree.largest_bound = std::max(agree.largest_bound, bound);
+      agree.within = agree.within && diff <= bound;
+    }
+  }
+  return agree;
+}
+
+std::string members(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+std::string calls_text(const Traffic& t) {
+  if (!t.counted) return "calls not counted (DIST_TRACE_DIR unset)";
+  std::string s;
+  for (std::size_t i = 0; i < t.calls.size(); ++i) s += (i ? " + " : "") + t.calls[i];
+  return t.calls.empty() ? "no call" : s;
+}
+
+std::string grouped(std::int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+std::string sci(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1e", value);
+  return text;
+}
+
+std::string fixed6(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6f", value);
+  return text;
+}
+
+}  // namespace ch15

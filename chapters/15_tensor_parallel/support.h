@@ -1,0 +1,74 @@
+// Chapter 15's support code: what the run needs but the lesson does not teach, so that main.cpp
+// reads as the run itself. The flags, the data and the one-process model, counting a block's
+// calls and bytes, and printing.
+#pragma once
+
+#include <dist/dist.h>
+#include <dist/nn.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ch15 {
+
+constexpr std::int64_t kIn = 8, kOut = 4;  // the block: kIn -> hidden -> kOut
+
+// Every flag, with its default. --help lists them.
+struct Flags {
+  int dp = 0;  // 0: world size / tp
+  int tp = 0;  // 0: 2 on an even world size, else 1
+  int hidden = 16, batch_size = 16, steps = 6;
+  double lr = 0.1;
+  bool sequence_parallel = false;
+  dist::InitOptions init;
+};
+
+// The flags from argv, or nothing after --help.
+std::optional<Flags> parse_flags(int argc, char** argv);
+// Fills in --tp and --dp left at 0 for `world` ranks; a ConfigError for a --tp that does not
+// divide --hidden, or a batch the sizes do not split, before any rank waits on another.
+void resolve_sizes(Flags& f, int world);
+
+// Samples [first, first + size) of a closed-form regression, the same bits in the twin:
+// x_ij = ((7919 i + 104729 j) mod 2001) / 1000 - 1 and y_ik = sum_j t_kj x_ij / 4 with the
+// integer teacher t_kj = ((3k + 5j) mod 7) - 3; on the run's device (dist::get_device()).
+struct Batch {
+  dist::Tensor x;  // size * kIn float32 values
+  dist::Tensor y;  // size * kOut
+};
+Batch batch(std::int64_t first, std::int64_t size);
+
+// The one-process model's two layers, from closed-form initial values (the twin's too), on the
+// run's device.
+dist::Linear make_fc1(std::int64_t hidden);
+dist::Linear make_fc2(std::int64_t hidden);
+
+// What `body` made `group` do: the collectives it called (the flight recorder's names, which
+// ddprun's DIST_TRACE_DIR turns on; `counted` false without it) and the bytes it sent.
+struct Traffic {
+  std::vector<std::string> calls;
+  std::int64_t bytes = 0;
+  bool counted = false;
+};
+Traffic measure(dist::ProcessGroup& group, const std::function<void()>& body);
+
+// The row layer's output against one process's, value by value, within the header's bound
+// (dist/tensor_parallel.h, "Rounding"): |tp - one| <= (T + 1) u S + 2^-50 S, S = |b| + sum |a w|.
+struct Agreement {
+  double largest_difference = 0, largest_bound = 0;
+  bool within = true;  // every value within its bound (T = 1: equal bit for bit)
+};
+Agreement compare_output(const dist::Tensor& tp_out, const dist::Tensor& one_out,
+                         const dist::Tensor& hidden_activations, const dist::Linear& fc2, int tp);
+
+// Printing.
+std::string members(const std::vector<int>& ranks);  // "[0, 2]"
+std::string calls_text(const Traffic& t);  // "1 all_reduce", "1 all_gather_into_tensor + ..."
+std::string grouped(std::int64_t n);       // 1,234,567
+std::string sci(double value);             // 3.1e-08
+std::string fixed6(double value);
+
+}  // namespace ch15
