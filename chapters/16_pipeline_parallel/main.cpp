@@ -161,8 +161,8 @@ int main(int argc, char** argv) {
     const Trained reference = train_one_process(spec, f);
     bool weights_ok = true;
     for (const Run& run : runs) {
-      weights_ok = weights_ok && run.trained.params == stage_part(reference, spec, mine) &&
-                   (rank != p - 1 || run.trained.losses == reference.losses);
+      weights_ok = weights_ok && same_bits(run.trained.params, stage_part(reference, spec, mine)) &&
+                   (rank != p - 1 || same_bits(run.trained.losses, reference.losses));
       if (rank != p - 1) continue;
       std::string losses;
       for (double loss : run.trained.losses) losses += (losses.empty() ? "" : ", ") + loss6(loss);

@@ -4,6 +4,7 @@
 #include <dist/optim.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace ch16 {
 
@@ -151,6 +152,20 @@ std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::Seq
     (i < range.begin ? before : inside) += 1;
   }
   return {whole.params.begin() + 2 * before, whole.params.begin() + 2 * (before + inside)};
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() ||
+        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
 std::string describe_layers(const dist::SequentialSpec& spec, dist::LayerRange range) {

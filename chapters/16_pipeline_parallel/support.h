@@ -63,6 +63,10 @@ std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::Seq
                                            dist::LayerRange range);
 std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& params);
 
+// Equal bit for bit (a NaN equals the same NaN: --lr 10 diverges alike in both runs).
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b);
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b);
+
 // Printing.
 std::string describe_layers(const dist::SequentialSpec& spec,
                             dist::LayerRange range);   // Linear(16, 32), ReLU
