@@ -1,0 +1,190 @@
+// Chapter 16 — pipeline parallel: the model cut by depth into stages, one per rank.
+//
+// Data parallelism (chapters 08-12) keeps a whole model on every rank; tensor parallelism
+// (chapter 15) splits each layer. Pipeline parallelism cuts the model between layers instead:
+// stage s holds a run of consecutive layers, sends its activations to stage s + 1 and receives
+// their gradient back. One batch would keep one stage busy at a time, so it is cut into m
+// micro-batches that follow each other through the stages. GPipe runs every forward, then every
+// backward; 1F1B starts backwards as soon as it can, and so holds fewer micro-batches at once.
+// This program cuts an MLP over the ranks, runs both schedules, and checks what each stage holds
+// and the weights it ends with against one process training the unsplit model.
+//
+// You will learn: how a model is cut into stages; the order GPipe and 1F1B run micro-batches in;
+// the bubble (p - 1)/(m + p - 1) and how to see it in a trace; the activations held at the
+// peak, m against p - s; why the pipelined weights equal one process's, bit for bit.
+// Builds on: chapter 04 (collectives), 08 (Linear, SGD), 09 (a timeline), 15 (model parallel).
+//
+// Run:   ./tutorial run 16       (or: ddprun --standalone --nproc-per-node 4
+// ch16_pipeline_parallel) Prints, among other lines:
+//   [rank 0/4] 1F1B  order: F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7
+//   [rank 0/4] OK: every stage's layers, stash peaks and weights are their closed forms and one
+//   process's
+#include <dist/dist.h>
+#include <dist/optim.h>
+#include <dist/pipeline.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support.h"
+
+namespace {
+
+using namespace ch16;
+using dist::ScheduleKind;
+
+const char* name(ScheduleKind kind) {
+  return kind == ScheduleKind::kGPipe ? "GPipe" : "1F1B";
+}
+
+// What one schedule's training left on this stage.
+struct Run {
+  ScheduleKind kind;
+  Trained trained;     // this stage's parameters; on the last stage, the losses
+  int peak_stash = 0;  // micro-batches stashed at once, at most, over every step
+  std::int64_t peak_stash_bytes = 0;
+  std::optional<dist::PipelineReport> report;  // the last step's, with --trace
+};
+
+// Trains this stage for --steps with one schedule, from the model's initial weights.
+Run train_pipelined(ScheduleKind kind, const dist::SequentialSpec& spec, const Flags& f) {
+  dist::PipelineStage stage(spec, dist::default_group());
+  const dist::ScheduleOptions options{.batch_size = f.batch_size, .loss = dist::PipelineLoss::kMse};
+  std::unique_ptr<dist::PipelineSchedule> schedule;
+  if (kind == ScheduleKind::kGPipe) {
+    schedule = std::make_unique<dist::ScheduleGPipe>(stage, f.microbatches, options);
+  } else {
+    schedule = std::make_unique<dist::Schedule1F1B>(stage, f.microbatches, options);
+  }
+  dist::SGD sgd(stage.parameters(), f.lr);
+  Run run{.kind = kind};
+  for (int step = 0; step < f.steps; ++step) {
+    const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
+    sgd.zero_grad();
+    // The batch enters on the first stage, the targets on the last; the others pass {}.
+    const std::vector<double> losses =
+        schedule->step(stage.is_first() ? inputs(first, f.batch_size) : dist::Tensor(),
+                       stage.is_last() ? targets(first, f.batch_size) : dist::Tensor());
+    sgd.step();  // each stage steps its own layers: nothing to all_reduce
+    double sum = 0;
+    for (double loss : losses) sum += loss;
+    if (stage.is_last()) run.trained.losses.push_back(sum / f.microbatches);
+    run.peak_stash = std::max(run.peak_stash, schedule->stats().peak_stash);
+    run.peak_stash_bytes = std::max(run.peak_stash_bytes, schedule->stats().peak_stash_bytes);
+  }
+  if (!f.trace_dir.empty()) run.report = schedule->report();  // a collective: every stage calls it
+  run.trained.params = values(stage.parameters());
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return dist::run_main([&] {
+    const std::optional<Flags> parsed = parse_flags(argc, argv);
+    if (!parsed) return dist::kExitOk;  // --help
+    const Flags& f = *parsed;
+    dist::init_process_group(f.init);
+    const int rank = dist::get_rank(), p = dist::get_world_size(), m = f.microbatches;
+    const dist::SequentialSpec spec = model_spec(f);
+
+    // ---- Step 1: the model cut into p stages, one per rank
+    // split_stages is the cut every rank computes alike: a ConfigError here (more stages than
+    // Linear layers) stops every rank before any of them waits on another.
+    const std::vector<dist::LayerRange> cut = dist::split_stages(spec, p);
+    const dist::LayerRange mine = cut[static_cast<std::size_t>(rank)];
+    dist::out0() << "MLP " << widths(spec) << " (" << f.layers << " Linear layers) cut into " << p
+                 << (p == 1 ? " stage" : " stages") << "; a batch of " << f.batch_size
+                 << " rows in " << m << " micro-batches of " << f.batch_size / m;
+    dist::out() << "stage " << rank << ": layers " << mine.begin << ".." << mine.end - 1 << ": "
+                << describe_layers(spec, mine);
+    // Closed form: ceil(L/p) Linear layers on the first L mod p stages, floor(L/p) on the others.
+    int linear_here = 0;
+    for (int i = mine.begin; i < mine.end; ++i)
+      linear_here +=
+          spec.layers[static_cast<std::size_t>(i)].kind == dist::LayerSpec::Kind::kLinear;
+    const bool cut_ok = linear_here == f.layers / p + (rank < f.layers % p ? 1 : 0);
+
+    // The mistake: the last stage built from another width receives activations of a size it
+    // does not expect. The p2p layer names both ranks and both sizes, and both stages stop.
+    Flags built = f;
+    if (f.mistake == "mismatched-widths" && rank == p - 1) built.hidden = f.hidden + 1;
+    const dist::SequentialSpec stage_spec = model_spec(built);
+
+    // ---- Step 2: the two schedules: the order each stage runs its micro-batches in
+    std::vector<ScheduleKind> kinds;
+    if (f.schedule != "1f1b") kinds.push_back(ScheduleKind::kGPipe);
+    if (f.schedule != "gpipe") kinds.push_back(ScheduleKind::k1F1B);
+    for (ScheduleKind kind : kinds) {
+      std::string order;
+      for (const dist::PipelineAction& a : dist::pipeline_order(kind, p, rank, m))
+        order += " " + a.str();
+      dist::out() << name(kind) << (kind == ScheduleKind::k1F1B ? " " : "") << " order:" << order;
+    }
+    std::vector<Run> runs;
+    for (ScheduleKind kind : kinds) runs.push_back(train_pipelined(kind, stage_spec, f));
+
+    // ---- Step 3: what each stage holds at its peak, and the bubble
+    bool stash_ok = true;
+    for (const Run& run : runs) {
+      const int want = dist::peak_stash_closed_form(run.kind, p, rank, m);
+      dist::out() << name(run.kind) << ": at most " << run.peak_stash << " micro-batch"
+                  << (run.peak_stash == 1 ? "" : "es") << " stashed, "
+                  << grouped(run.peak_stash_bytes) << " bytes (closed form "
+                  << (run.kind == ScheduleKind::kGPipe ? "m = " : "min(p - s, m) = ") << want
+                  << ")";
+      stash_ok = stash_ok && run.peak_stash == want;
+    }
+    dist::out0() << "bubble, closed form: (p - 1)/(m + p - 1) = " << p - 1 << "/" << m + p - 1
+                 << " = " << percent(dist::bubble_fraction_closed_form(p, m))
+                 << " of each step idle on every stage, with either schedule";
+    if (!f.trace_dir.empty() && rank == 0) {
+      std::filesystem::create_directories(f.trace_dir);
+      for (const Run& run : runs) {
+        const std::string path =
+            f.trace_dir + "/" + (run.kind == ScheduleKind::kGPipe ? "gpipe" : "1f1b") + ".json";
+        run.report->write_trace(path);
+        std::string idle;
+        for (int s = 0; s < p; ++s)
+          idle += (s ? ", " : "") + grouped(static_cast<std::int64_t>(run.report->idle_s(s) * 1e6));
+        dist::out0() << name(run.kind) << ": bubble measured "
+                     << percent(run.report->bubble_fraction())
+                     << " of the last step (idle µs per stage: " << idle << "); trace " << path;
+      }
+    }
+
+    // ---- Step 4: training: the weights equal one process's with the same micro-batches
+    // Every rank trains the unsplit model alone (it is small) and compares its own layers.
+    const Trained reference = train_one_process(spec, f);
+    bool weights_ok = true;
+    for (const Run& run : runs) {
+      weights_ok = weights_ok && same_bits(run.trained.params, stage_part(reference, spec, mine)) &&
+                   (rank != p - 1 || same_bits(run.trained.losses, reference.losses));
+      if (rank != p - 1) continue;
+      std::string losses;
+      for (double loss : run.trained.losses) losses += (losses.empty() ? "" : ", ") + loss6(loss);
+      dist::out() << name(run.kind) << ": loss per step " << losses;
+    }
+    const bool every_weight_ok = dist::all_ranks_ok(weights_ok);
+    dist::out0() << "after " << f.steps << " steps, every stage's weights"
+                 << (kinds.size() == 2 ? " (either schedule)" : "")
+                 << " equal one process's with the same " << m
+                 << " micro-batches, bit for bit: " << (every_weight_ok ? "yes" : "NO");
+
+    const bool job_ok = dist::all_ranks_ok(cut_ok && stash_ok) && every_weight_ok;
+    dist::destroy_process_group();
+    if (!job_ok) {
+      const auto yes = [](bool b) { return b ? "yes" : "NO"; };
+      dist::out0() << "MISMATCH: as their closed forms or one process's: the cut " << yes(cut_ok)
+                   << ", the stash peaks " << yes(stash_ok) << ", the weights and losses "
+                   << yes(weights_ok) << " (rank 0's; a rank may differ)";
+      return rank == 0 ? dist::kExitFailure : dist::kExitOk;
+    }
+    dist::out0() << "OK: every stage's layers, stash peaks and weights are their closed forms and "
+                    "one process's";
+    return dist::kExitOk;
+  });
+}

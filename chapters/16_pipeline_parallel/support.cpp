@@ -1,0 +1,215 @@
+#include "support.h"
+
+#include <dist/cli.h>
+#include <dist/optim.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace ch16 {
+
+std::optional<Flags> parse_flags(int argc, char** argv) {
+  Flags f;
+  dist::Cli cli("ch16_pipeline_parallel",
+                "pipeline parallel: an MLP cut into stages, one per rank; GPipe and 1F1B push "
+                "micro-batches through it by send/recv. Checks each stage's layers, the "
+                "micro-batches it holds at its peak, and its weights after training against one "
+                "process's.");
+  cli.add_int("--layers", &f.layers, "Linear layers of the MLP (a ReLU after each but the last)", 1,
+              64);
+  cli.add_int("--hidden", &f.hidden, "the hidden layers' width", 1, 4096);
+  cli.add_int("--batch-size", &f.batch_size, "rows of each step's batch", 1, 65536);
+  cli.add_int("--microbatches", &f.microbatches,
+              "m: micro-batches a batch is cut into (must divide --batch-size)", 1, 4096);
+  cli.add_int("--steps", &f.steps, "SGD steps of each schedule", 1, 10000);
+  cli.add_double("--lr", &f.lr, "SGD's learning rate", 1e-6, 10);
+  cli.add_string("--schedule", &f.schedule, "gpipe, 1f1b, or both");
+  cli.add_string("--trace", &f.trace_dir,
+                 "a folder: rank 0 writes each schedule's last step there as a Chrome trace "
+                 "(gpipe.json, 1f1b.json) and prints the bubble measured from it");
+  cli.add_string("--mistake", &f.mistake,
+                 "mismatched-widths: the last stage is built from another --hidden (a p2p recv "
+                 "of the wrong size)");
+  if (!cli.parse(argc, argv)) return std::nullopt;
+  if (f.schedule != "gpipe" && f.schedule != "1f1b" && f.schedule != "both") {
+    throw dist::ConfigError("--schedule " + f.schedule + ": use gpipe, 1f1b or both");
+  }
+  // The library refuses it too (ScheduleOptions::batch_size); said here in the flags' words.
+  if (f.batch_size % f.microbatches != 0) {
+    throw dist::ConfigError("--microbatches " + std::to_string(f.microbatches) +
+                            " does not divide --batch-size " + std::to_string(f.batch_size) +
+                            ": every micro-batch must have the same number of rows");
+  }
+  if (!f.mistake.empty() && f.mistake != "mismatched-widths") {
+    throw dist::ConfigError("--mistake " + f.mistake + ": the only one is mismatched-widths");
+  }
+  f.init = cli.init_options();
+  return f;
+}
+
+dist::SequentialSpec model_spec(const Flags& f) {
+  std::vector<std::int64_t> widths = {kFeatures};
+  for (int l = 1; l < f.layers; ++l) widths.push_back(f.hidden);
+  widths.push_back(kOutputs);
+  return dist::mlp_spec(widths, /*seed=*/16);
+}
+
+namespace {
+
+float feature(std::int64_t i, std::int64_t j) {
+  return static_cast<float>(static_cast<double>((7919 * i + 104729 * j) % 2001) / 1000.0 - 1.0);
+}
+
+}  // namespace
+
+dist::Tensor inputs(std::int64_t first_sample, std::int64_t rows) {
+  std::vector<float> x;
+  for (std::int64_t i = first_sample; i < first_sample + rows; ++i)
+    for (std::int64_t j = 0; j < kFeatures; ++j) x.push_back(feature(i, j));
+  return dist::Tensor::from(x);
+}
+
+dist::Tensor targets(std::int64_t first_sample, std::int64_t rows) {
+  std::vector<float> y;
+  for (std::int64_t i = first_sample; i < first_sample + rows; ++i) {
+    for (std::int64_t k = 0; k < kOutputs; ++k) {
+      double sum = 0;
+      for (std::int64_t j = 0; j < kFeatures; ++j)
+        sum += static_cast<double>(feature(i, j)) * static_cast<double>((3 * k + 5 * j) % 7 - 3);
+      y.push_back(static_cast<float>(sum / 16.0));
+    }
+  }
+  return dist::Tensor::from(y);
+}
+
+OneProcess::OneProcess(const dist::SequentialSpec& spec) {
+  const auto inits = dist::initial_weights(spec);
+  std::size_t l = 0;
+  for (const dist::LayerSpec& layer : spec.layers) {
+    if (layer.kind == dist::LayerSpec::Kind::kLinear) {
+      layers.emplace_back(std::in_place_type<dist::Linear>, layer.in_features, layer.out_features,
+                          inits[l++]);
+    } else {
+      layers.emplace_back(std::in_place_type<dist::ReLU>);
+    }
+  }
+}
+
+dist::Tensor OneProcess::forward(dist::Tensor h) {
+  for (auto& layer : layers) h = std::visit([&](auto& l) { return l.forward(h); }, layer);
+  return h;
+}
+
+void OneProcess::backward(dist::Tensor g) {
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it)
+    g = std::visit([&](auto& l) { return l.backward(g); }, *it);
+}
+
+std::vector<dist::Parameter*> OneProcess::parameters() {
+  std::vector<dist::Parameter*> all;
+  for (auto& layer : layers) {
+    if (auto* l = std::get_if<dist::Linear>(&layer))
+      for (dist::Parameter* p : l->parameters()) all.push_back(p);
+  }
+  return all;
+}
+
+std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& params) {
+  std::vector<std::vector<float>> out;
+  for (dist::Parameter* p : params) out.push_back(p->data.to_vector<float>());
+  return out;
+}
+
+Trained train_one_process(const dist::SequentialSpec& spec, const Flags& f) {
+  OneProcess model(spec);
+  dist::SGD sgd(model.parameters(), f.lr);
+  Trained t;
+  const std::int64_t rows = f.batch_size / f.microbatches;
+  for (int step = 0; step < f.steps; ++step) {
+    sgd.zero_grad();
+    const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
+    double sum = 0;
+    for (int i = 0; i < f.microbatches; ++i) {
+      const dist::Tensor out = model.forward(inputs(first + i * rows, rows));
+      const dist::MseLoss loss = dist::mse_loss(out, targets(first + i * rows, rows));
+      sum += loss.loss;
+      model.backward(loss.grad);
+    }
+    if (f.microbatches > 1)
+      for (dist::Parameter* p : model.parameters()) p->grad /= static_cast<double>(f.microbatches);
+    sgd.step();
+    t.losses.push_back(sum / f.microbatches);
+  }
+  t.params = values(model.parameters());
+  return t;
+}
+
+std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::SequentialSpec& spec,
+                                           dist::LayerRange range) {
+  int before = 0, inside = 0;
+  for (int i = 0; i < range.end; ++i) {
+    if (spec.layers[static_cast<std::size_t>(i)].kind != dist::LayerSpec::Kind::kLinear) continue;
+    (i < range.begin ? before : inside) += 1;
+  }
+  return {whole.params.begin() + 2 * before, whole.params.begin() + 2 * (before + inside)};
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() ||
+        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+std::string describe_layers(const dist::SequentialSpec& spec, dist::LayerRange range) {
+  std::string text;
+  for (int i = range.begin; i < range.end; ++i) {
+    const dist::LayerSpec& l = spec.layers[static_cast<std::size_t>(i)];
+    if (!text.empty()) text += ", ";
+    text += l.kind == dist::LayerSpec::Kind::kReLU
+                ? std::string("ReLU")
+                : "Linear(" + std::to_string(l.in_features) + ", " +
+                      std::to_string(l.out_features) + ")";
+  }
+  return text;
+}
+
+std::string widths(const dist::SequentialSpec& spec) {
+  std::string text;
+  for (const dist::LayerSpec& l : spec.layers) {
+    if (l.kind != dist::LayerSpec::Kind::kLinear) continue;
+    if (text.empty()) text = std::to_string(l.in_features);
+    text += "-" + std::to_string(l.out_features);
+  }
+  return text;
+}
+
+std::string grouped(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string loss6(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100 * fraction);
+  return text;
+}
+
+}  // namespace ch16

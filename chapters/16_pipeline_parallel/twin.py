@@ -1,0 +1,329 @@
+"""Chapter 16's twin: pipeline parallel in PyTorch 1.13 on Gloo, GPipe and 1F1B written out.
+
+Run under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, e.g.
+    ddprun --standalone --nproc-per-node 4 twin.py
+It takes ch16_pipeline_parallel's flags and prints the same lines. The data are closed forms and
+the initial weights torch.randn from one generator (the same bits as the library's).
+
+torch 1.13 has no pipeline across processes: its torch.distributed.pipeline.sync.Pipe runs GPipe
+inside one process over several GPUs. So each rank builds its stage as an nn.Sequential of
+nn.Linear and nn.ReLU, and the schedules are written out: micro-batches go forward with
+dist.isend / dist.irecv (Gloo has them in 1.13), their gradients come back the same way, and
+autograd keeps each micro-batch's graph until its backward (the stash). torch 2.4's
+torch.distributed.pipelining has all of it (PipelineStage, ScheduleGPipe, Schedule1F1B).
+
+Each rank also trains the unsplit model alone on the same micro-batches and compares its own
+layers' weights with torch.equal: bit for bit, in torch's arithmetic. The losses are torch's;
+they agree with the library's to float32 rounding (the parity test's tolerance).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+FEATURES, OUTPUTS, SEED = 16, 4, 16
+
+
+def out(text):
+    # One write per line, so that the ranks' lines, sharing one pipe, do not interleave.
+    sys.stdout.write(f"[rank {os.environ['RANK']}/{os.environ['WORLD_SIZE']}] {text}\n")
+    sys.stdout.flush()
+
+
+def out0(text):
+    if int(os.environ["RANK"]) == 0:
+        out(text)
+
+
+def feature(i, j):
+    return ((7919 * i + 104729 * j) % 2001) / 1000.0 - 1.0
+
+
+def inputs(first, rows):
+    x = [feature(i, j) for i in range(first, first + rows) for j in range(FEATURES)]
+    return torch.tensor(x, dtype=torch.float32).reshape(rows, FEATURES)
+
+
+def targets(first, rows):
+    """A linear teacher: y_ik = sum_j x_ij t_kj / 16, summed in float64 from the float32 x."""
+    x = inputs(first, rows).tolist()
+    y = [sum(x[r][j] * float((3 * k + 5 * j) % 7 - 3) for j in range(FEATURES)) / 16.0
+         for r in range(rows) for k in range(OUTPUTS)]
+    return torch.tensor(y, dtype=torch.float32).reshape(rows, OUTPUTS)
+
+
+def model_layers(layers, hidden):
+    """[(kind, in, out)]: Linear(16, hidden), ReLU, ..., Linear(hidden, 4)."""
+    widths = [FEATURES] + [hidden] * (layers - 1) + [OUTPUTS]
+    spec = []
+    for i in range(len(widths) - 1):
+        spec.append(("Linear", widths[i], widths[i + 1]))
+        if i < len(widths) - 2:
+            spec.append(("ReLU", 0, 0))
+    return spec
+
+
+def build(spec, begin, end):
+    """nn.Sequential of spec[begin:end], weights drawn as the library draws them: one generator
+    for the whole model, randn(out, in) then randn(out) per Linear, times 2^-k, k =
+    floor(log2(in)) // 2, every stage drawing all of them and keeping its own."""
+    g = torch.Generator().manual_seed(SEED)
+    modules = []
+    for i, (kind, fan_in, fan_out) in enumerate(spec):
+        if kind == "ReLU":
+            if begin <= i < end:
+                modules.append(nn.ReLU())
+            continue
+        scale = 2.0 ** -((fan_in.bit_length() - 1) // 2)
+        w = torch.randn(fan_out, fan_in, generator=g) * scale
+        b = torch.randn(fan_out, generator=g) * scale
+        if begin <= i < end:
+            layer = nn.Linear(fan_in, fan_out)
+            with torch.no_grad():
+                layer.weight.copy_(w)
+                layer.bias.copy_(b)
+            modules.append(layer)
+    return nn.Sequential(*modules)
+
+
+def split_stages(spec, p):
+    """The library's cut: units are a Linear and the layers after it up to the next; the first
+    L mod p stages get ceil(L/p) units, the others floor(L/p)."""
+    starts = [i for i, (kind, _, _) in enumerate(spec) if kind == "Linear"]
+    units = len(starts)
+    if p > units:
+        raise SystemExit(f"{p} stages for a model of {units} Linear layers")
+    cut, unit = [], 0
+    for s in range(p):
+        n = units // p + (1 if s < units % p else 0)
+        begin = starts[unit]
+        unit += n
+        cut.append((begin, starts[unit] if unit < units else len(spec)))
+    return cut
+
+
+def describe(spec, begin, end):
+    return ", ".join("ReLU" if kind == "ReLU" else f"Linear({a}, {b})"
+                     for kind, a, b in spec[begin:end])
+
+
+def order(kind, p, s, m):
+    """GPipe: every forward, then every backward. 1F1B: min(p - s - 1, m) forwards, then one
+    forward and one backward in turn, then the backwards left."""
+    if kind == "GPipe":
+        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+    warmup = min(p - s - 1, m)
+    steps = [("F", i) for i in range(warmup)]
+    f, b = warmup, 0
+    while f < m:
+        steps += [("F", f), ("B", b)]
+        f, b = f + 1, b + 1
+    return steps + [("B", i) for i in range(b, m)]
+
+
+def stash_bytes(stage, rows, last):
+    """What a micro-batch's backward needs on this stage: each layer's input (nn.Linear keeps it;
+    nn.ReLU keeps its output, the same size), and on the last stage the loss's gradient."""
+    size = sum(layer.in_features if isinstance(layer, nn.Linear) else 0 for layer in stage)
+    width = 0
+    for layer in stage:
+        if isinstance(layer, nn.Linear):
+            width = layer.out_features
+        else:
+            size += width
+    return 4 * rows * (size + (width if last else 0))
+
+
+class Stage:
+    """One rank's stage and one schedule's step: sends and receives around each F and B."""
+
+    def __init__(self, module, p, s, m, rows, in_width, out_width):
+        self.module, self.p, self.s, self.m, self.rows = module, p, s, m, rows
+        self.in_width, self.out_width = in_width, out_width
+        self.peak = 0
+        self.spans = []
+
+    def step(self, kind, x, y, t0):
+        stash, sends, losses = {}, [], []
+        self.spans = []
+        for action, i in order(kind, self.p, self.s, self.m):
+            start = time.perf_counter() - t0
+            if action == "F":
+                if self.s == 0:
+                    h = x[i * self.rows:(i + 1) * self.rows]
+                else:
+                    h = torch.empty(self.rows, self.in_width)
+                    dist.irecv(h, self.s - 1, tag=2 * i).wait()
+                    h.requires_grad_()
+                    start = time.perf_counter() - t0
+                o = self.module(h)
+                if self.s == self.p - 1:
+                    o = F.mse_loss(o, y[i * self.rows:(i + 1) * self.rows])
+                    losses.append(o.item())
+                else:
+                    sends.append(dist.isend(o.detach(), self.s + 1, tag=2 * i))
+                stash[i] = (h, o)
+                self.peak = max(self.peak, len(stash))
+            else:
+                h, o = stash.pop(i)
+                if self.s == self.p - 1:
+                    o.backward()
+                else:
+                    g = torch.empty(self.rows, self.out_width)
+                    dist.irecv(g, self.s + 1, tag=2 * i + 1).wait()
+                    start = time.perf_counter() - t0
+                    o.backward(g)
+                if self.s > 0:
+                    sends.append(dist.isend(h.grad, self.s - 1, tag=2 * i + 1))
+            self.spans.append((f"{action}{i}", start, time.perf_counter() - t0))
+        for work in sends:
+            work.wait()
+        return losses
+
+
+def one_process(spec, args):
+    """The unsplit model on the same micro-batches, one after the other, grads summed then / m."""
+    model = build(spec, 0, len(spec))
+    sgd = torch.optim.SGD(model.parameters(), lr=args.lr)
+    rows, losses = args.batch_size // args.microbatches, []
+    for step in range(args.steps):
+        sgd.zero_grad()
+        first, total = step * args.batch_size, 0.0
+        for i in range(args.microbatches):
+            loss = F.mse_loss(model(inputs(first + i * rows, rows)),
+                              targets(first + i * rows, rows))
+            total += loss.item()
+            loss.backward()
+        if args.microbatches > 1:
+            for param in model.parameters():
+                param.grad /= args.microbatches
+        sgd.step()
+        losses.append(total / args.microbatches)
+    return model, losses
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--schedule", choices=["gpipe", "1f1b", "both"], default="both")
+    parser.add_argument("--trace", default="")
+    parser.add_argument("--mistake", choices=["", "mismatched-widths"], default="")
+    args = parser.parse_args()
+    if args.batch_size % args.microbatches:
+        raise SystemExit(f"--microbatches {args.microbatches} does not divide --batch-size "
+                         f"{args.batch_size}")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, p, m = dist.get_rank(), dist.get_world_size(), args.microbatches
+    spec = model_layers(args.layers, args.hidden)
+
+    # ---- Step 1: the model cut into p stages, one per rank
+    cut = split_stages(spec, p)
+    begin, end = cut[rank]
+    widths = "-".join(str(w) for w in [FEATURES] + [b for k, _, b in spec if k == "Linear"])
+    out0(f"MLP {widths} ({args.layers} Linear layers) cut into {p} stage{'' if p == 1 else 's'}; "
+         f"a batch of {args.batch_size} rows in {m} micro-batches of {args.batch_size // m}")
+    out(f"stage {rank}: layers {begin}..{end - 1}: {describe(spec, begin, end)}")
+    hidden = args.hidden + 1 if args.mistake and rank == p - 1 else args.hidden
+    built = model_layers(args.layers, hidden)
+
+    # ---- Step 2: the two schedules: the order each stage runs its micro-batches in
+    kinds = [k for k, flag in (("GPipe", "gpipe"), ("1F1B", "1f1b"))
+             if args.schedule in (flag, "both")]
+    for kind in kinds:
+        text = " ".join(f"{a}{i}" for a, i in order(kind, p, rank, m))
+        out(f"{kind}{' ' if kind == '1F1B' else ''} order: {text}")
+    rows = args.batch_size // m
+    runs = []
+    for kind in kinds:
+        module = build(built, begin, end)
+        in_width = built[begin][1]
+        out_width = [w for k, _, w in built[begin:end] if k == "Linear"][-1]
+        stage = Stage(module, p, rank, m, rows, in_width, out_width)
+        sgd = torch.optim.SGD(module.parameters(), lr=args.lr)
+        losses = []
+        for step in range(args.steps):
+            first = step * args.batch_size
+            sgd.zero_grad()
+            dist.barrier()
+            t0 = time.perf_counter()
+            step_losses = stage.step(kind, inputs(first, args.batch_size),
+                                     targets(first, args.batch_size), t0)
+            if m > 1:
+                for param in module.parameters():
+                    param.grad /= m
+            sgd.step()
+            losses.append(sum(step_losses) / m)
+        runs.append((kind, module, stage, losses))
+
+    # ---- Step 3: what each stage holds at its peak, and the bubble
+    last = rank == p - 1
+    for kind, module, stage, _ in runs:
+        want = m if kind == "GPipe" else min(p - rank, m)
+        form = "m = " if kind == "GPipe" else "min(p - s, m) = "
+        plural = "" if stage.peak == 1 else "es"
+        out(f"{kind}: at most {stage.peak} micro-batch{plural} stashed, "
+            f"{stage.peak * stash_bytes(module, rows, last):,} bytes (closed form {form}{want})")
+    out0(f"bubble, closed form: (p - 1)/(m + p - 1) = {p - 1}/{m + p - 1} = "
+         f"{100 * (p - 1) / (m + p - 1):.1f}% of each step idle on every stage, with either schedule")
+    if args.trace:
+        for kind, _, stage, _ in runs:
+            every = [None] * p
+            dist.all_gather_object(every, stage.spans)
+            if rank == 0:
+                begin_s = min(s[1] for spans in every for s in spans)
+                end_s = max(s[2] for spans in every for s in spans)
+                window = end_s - begin_s
+                idle = [window - sum(e - b for _, b, e in spans) for spans in every]
+                os.makedirs(args.trace, exist_ok=True)
+                path = f"{args.trace}/{'gpipe' if kind == 'GPipe' else '1f1b'}_twin.json"
+                events = [{"name": n, "ph": "X", "pid": 0, "tid": s, "ts": (b - begin_s) * 1e6,
+                           "dur": (e - b) * 1e6} for s, spans in enumerate(every)
+                          for n, b, e in spans]
+                with open(path, "w") as f:
+                    json.dump({"traceEvents": events}, f)
+                out0(f"{kind}: bubble measured {100 * sum(idle) / (p * window):.1f}% of the last "
+                     f"step (idle µs per stage: {', '.join(f'{int(v * 1e6):,}' for v in idle)}); "
+                     f"trace {path}")
+
+    # ---- Step 4: training: the weights equal one process's with the same micro-batches
+    reference, ref_losses = one_process(spec, args)
+    mine = [param for i, layer in enumerate(reference) if begin <= i < end
+            for param in layer.parameters()]
+    ok = True
+    for kind, module, _, losses in runs:
+        # Bit for bit, a NaN equal to the same NaN (--lr 10 diverges alike in both runs).
+        ok = ok and all(torch.equal(a.detach().view(torch.int32), b.detach().view(torch.int32))
+                        for a, b in zip(module.parameters(), mine))
+        ok = ok and (not last or [struct.pack("<d", v) for v in losses]
+                     == [struct.pack("<d", v) for v in ref_losses])
+        if last:
+            out(f"{kind}: loss per step {', '.join(f'{v:.6g}' for v in losses)}")
+    verdict = torch.tensor([int(ok)])
+    dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
+    both = " (either schedule)" if len(kinds) == 2 else ""
+    out0(f"after {args.steps} steps, every stage's weights{both} equal one process's with the "
+         f"same {m} micro-batches, bit for bit: {'yes' if verdict.item() else 'NO'}")
+    dist.destroy_process_group()
+    if not verdict.item():
+        out0("MISMATCH: the weights or losses differ from one process's")
+        sys.exit(1 if rank == 0 else 0)
+    out0("OK: every stage's layers, stash peaks and weights are their closed forms and one "
+         "process's")
+
+
+if __name__ == "__main__":
+    main()
