@@ -51,7 +51,9 @@ struct Run {
 
 // Trains this stage for --steps with one schedule, from the model's initial weights.
 Run train_pipelined(ScheduleKind kind, const dist::SequentialSpec& spec, const Flags& f) {
-  dist::PipelineStage stage(spec, dist::default_group());
+  // The stage's layers, its messages and its stash live on this rank's device: the CPU under
+  // Gloo, its GPU under NCCL.
+  dist::PipelineStage stage(spec, dist::default_group(), dist::get_device());
   const dist::ScheduleOptions options{.batch_size = f.batch_size, .loss = dist::PipelineLoss::kMse};
   std::unique_ptr<dist::PipelineSchedule> schedule;
   if (kind == ScheduleKind::kGPipe) {
@@ -65,9 +67,9 @@ Run train_pipelined(ScheduleKind kind, const dist::SequentialSpec& spec, const F
     const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
     sgd.zero_grad();
     // The batch enters on the first stage, the targets on the last; the others pass {}.
-    const std::vector<double> losses =
-        schedule->step(stage.is_first() ? inputs(first, f.batch_size) : dist::Tensor(),
-                       stage.is_last() ? targets(first, f.batch_size) : dist::Tensor());
+    const std::vector<double> losses = schedule->step(
+        stage.is_first() ? inputs(first, f.batch_size).to(dist::get_device()) : dist::Tensor(),
+        stage.is_last() ? targets(first, f.batch_size).to(dist::get_device()) : dist::Tensor());
     sgd.step();  // each stage steps its own layers: nothing to all_reduce
     double sum = 0;
     for (double loss : losses) sum += loss;
