@@ -82,38 +82,6 @@ dist::Tensor targets(std::int64_t first_sample, std::int64_t rows) {
   return dist::Tensor::from(y);
 }
 
-OneProcess::OneProcess(const dist::SequentialSpec& spec) {
-  const auto inits = dist::initial_weights(spec);
-  std::size_t l = 0;
-  for (const dist::LayerSpec& layer : spec.layers) {
-    if (layer.kind == dist::LayerSpec::Kind::kLinear) {
-      layers.emplace_back(std::in_place_type<dist::Linear>, layer.in_features, layer.out_features,
-                          inits[l++]);
-    } else {
-      layers.emplace_back(std::in_place_type<dist::ReLU>);
-    }
-  }
-}
-
-dist::Tensor OneProcess::forward(dist::Tensor h) {
-  for (auto& layer : layers) h = std::visit([&](auto& l) { return l.forward(h); }, layer);
-  return h;
-}
-
-void OneProcess::backward(dist::Tensor g) {
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it)
-    g = std::visit([&](auto& l) { return l.backward(g); }, *it);
-}
-
-std::vector<dist::Parameter*> OneProcess::parameters() {
-  std::vector<dist::Parameter*> all;
-  for (auto& layer : layers) {
-    if (auto* l = std::get_if<dist::Linear>(&layer))
-      for (dist::Parameter* p : l->parameters()) all.push_back(p);
-  }
-  return all;
-}
-
 std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& params) {
   std::vector<std::vector<float>> out;
   for (dist::Parameter* p : params) out.push_back(p->data.to_vector<float>());
@@ -121,7 +89,7 @@ std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& para
 }
 
 Trained train_one_process(const dist::SequentialSpec& spec, const Flags& f) {
-  OneProcess model(spec);
+  dist::Sequential model(spec);  // the unsplit model: the reference
   dist::SGD sgd(model.parameters(), f.lr);
   Trained t;
   const std::int64_t rows = f.batch_size / f.microbatches;

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace ch16 {
@@ -39,15 +38,6 @@ dist::SequentialSpec model_spec(const Flags& f);
 // t_kj = ((3k + 5j) mod 7) - 3 (a linear teacher). Step s uses samples s*batch .. (s+1)*batch - 1.
 dist::Tensor inputs(std::int64_t first_sample, std::int64_t rows);
 dist::Tensor targets(std::int64_t first_sample, std::int64_t rows);
-
-// The unsplit model in one process, from the same initial weights: the reference.
-struct OneProcess {
-  std::vector<std::variant<dist::Linear, dist::ReLU>> layers;
-  explicit OneProcess(const dist::SequentialSpec& spec);
-  dist::Tensor forward(dist::Tensor h);
-  void backward(dist::Tensor g);
-  std::vector<dist::Parameter*> parameters();
-};
 
 // One process training `spec` as the pipeline does: each step's batch cut into m micro-batches run
 // one after the other (forward, loss, backward: the grads add up), the sum divided by m, one SGD

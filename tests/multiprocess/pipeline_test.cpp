@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "dist/dist.h"
@@ -51,39 +50,6 @@ dist::Tensor labels(int step) {
   return dist::randint(0, kOut, kBatch, g);
 }
 
-// The unsplit model in one process: dist::Linear and dist::ReLU from the same initial weights.
-struct OneProcess {
-  std::vector<std::variant<dist::Linear, dist::ReLU>> layers;
-  explicit OneProcess(const dist::SequentialSpec& spec) {
-    const auto inits = dist::initial_weights(spec);
-    std::size_t l = 0;
-    for (const dist::LayerSpec& layer : spec.layers) {
-      if (layer.kind == dist::LayerSpec::Kind::kLinear) {
-        layers.emplace_back(std::in_place_type<dist::Linear>, layer.in_features, layer.out_features,
-                            inits[l++]);
-      } else {
-        layers.emplace_back(std::in_place_type<dist::ReLU>);
-      }
-    }
-  }
-  dist::Tensor forward(dist::Tensor h) {
-    for (auto& layer : layers) h = std::visit([&](auto& l) { return l.forward(h); }, layer);
-    return h;
-  }
-  void backward(dist::Tensor g) {
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it)
-      g = std::visit([&](auto& l) { return l.backward(g); }, *it);
-  }
-  std::vector<dist::Parameter*> parameters() {
-    std::vector<dist::Parameter*> all;
-    for (auto& layer : layers) {
-      if (auto* l = std::get_if<dist::Linear>(&layer))
-        for (dist::Parameter* p : l->parameters()) all.push_back(p);
-    }
-    return all;
-  }
-};
-
 struct Trained {
   std::vector<std::vector<float>> params;  // every parameter of the model, in order
   std::vector<double> losses;              // every step's micro-batch losses, in order
@@ -98,7 +64,7 @@ std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& para
 // The reference: m micro-batches one after the other (forward, loss, backward: the grads add
 // up), the sum divided by m, an SGD step. m = 0: the whole batch at once.
 Trained train_one_process(int m, bool cross_entropy) {
-  OneProcess model(kModel);
+  dist::Sequential model(kModel);  // the unsplit model, in one process
   dist::SGD opt(model.parameters(), kLr);
   Trained t;
   for (int step = 0; step < kSteps; ++step) {

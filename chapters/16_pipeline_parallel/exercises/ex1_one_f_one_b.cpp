@@ -22,7 +22,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace {
@@ -104,42 +103,21 @@ int run_order(const std::vector<Step>& order, dist::PipelineStage& stage, int st
 
 // The unsplit model trained in one process on the same micro-batches: this stage's part.
 std::vector<float> one_process(int steps, int m, dist::LayerRange mine, double lr) {
-  std::vector<std::variant<dist::Linear, dist::ReLU>> layers;
-  const auto inits = dist::initial_weights(kModel);
-  std::size_t l = 0;
-  for (const dist::LayerSpec& spec : kModel.layers) {
-    if (spec.kind == dist::LayerSpec::Kind::kLinear) {
-      layers.emplace_back(std::in_place_type<dist::Linear>, spec.in_features, spec.out_features,
-                          inits[l++]);
-    } else {
-      layers.emplace_back(std::in_place_type<dist::ReLU>);
-    }
-  }
-  std::vector<dist::Parameter*> params;
-  for (auto& layer : layers)
-    if (auto* lin = std::get_if<dist::Linear>(&layer))
-      for (dist::Parameter* p : lin->parameters()) params.push_back(p);
-  dist::SGD sgd(params, lr);
+  dist::Sequential model(kModel);
+  dist::SGD sgd(model.parameters(), lr);
   const std::int64_t rows = kBatch / m;
   for (int step = 0; step < steps; ++step) {
     sgd.zero_grad();
     for (int i = 0; i < m; ++i) {
-      dist::Tensor h = inputs(step).slice(i * rows * kIn, rows * kIn);
-      for (auto& layer : layers) h = std::visit([&](auto& x) { return x.forward(h); }, layer);
-      dist::Tensor g = dist::mse_loss(h, targets(step).slice(i * rows * kOut, rows * kOut)).grad;
-      for (auto it = layers.rbegin(); it != layers.rend(); ++it)
-        g = std::visit([&](auto& x) { return x.backward(g); }, *it);
+      const dist::Tensor out = model.forward(inputs(step).slice(i * rows * kIn, rows * kIn));
+      model.backward(dist::mse_loss(out, targets(step).slice(i * rows * kOut, rows * kOut)).grad);
     }
-    for (dist::Parameter* p : params) p->grad /= static_cast<double>(m);
+    for (dist::Parameter* p : model.parameters()) p->grad /= static_cast<double>(m);
     sgd.step();
   }
   std::vector<float> mine_values;
-  for (int i = mine.begin; i < mine.end; ++i) {
-    if (auto* lin = std::get_if<dist::Linear>(&layers[static_cast<std::size_t>(i)])) {
-      for (dist::Parameter* p : lin->parameters())
-        for (float v : p->data.to_vector<float>()) mine_values.push_back(v);
-    }
-  }
+  for (dist::Parameter* p : model.parameters(mine))
+    for (float v : p->data.to_vector<float>()) mine_values.push_back(v);
   return mine_values;
 }
 

@@ -127,6 +127,24 @@ std::vector<LinearInit> initial_weights(const SequentialSpec& model);
 struct LayerRange {
   int begin = 0, end = 0;
 };
+
+// torch.nn.Sequential built whole from a spec in one process, from initial_weights(): the unsplit
+// model a pipeline's stages are checked against (the stages together hold exactly its values).
+// forward() runs every layer; backward() runs them in reverse, adding into each Linear's grads,
+// and returns d loss / d input.
+class Sequential {
+ public:
+  explicit Sequential(const SequentialSpec& model, Device device = Device::cpu());
+  Tensor forward(Tensor x);
+  Tensor backward(Tensor grad);
+  // Every Linear's weight and bias, in layer order; or those of layers [range.begin, range.end)
+  // only, the part one stage holds.
+  std::vector<Parameter*> parameters();
+  std::vector<Parameter*> parameters(LayerRange range);
+
+ private:
+  std::vector<std::variant<Linear, ReLU>> layers_;
+};
 // The balanced cut above: num_stages ranges. Throws dist::ConfigError naming both counts when
 // num_stages exceeds the number of Linear layers, or is below 1.
 std::vector<LayerRange> split_stages(const SequentialSpec& model, int num_stages);

@@ -99,6 +99,48 @@ std::vector<LinearInit> initial_weights(const SequentialSpec& model) {
   return inits;
 }
 
+Sequential::Sequential(const SequentialSpec& model, Device device) {
+  const std::vector<LinearInit> inits = initial_weights(model);
+  std::size_t l = 0;
+  for (const LayerSpec& layer : model.layers) {
+    if (layer.kind == LayerSpec::Kind::kLinear) {
+      layers_.emplace_back(std::in_place_type<Linear>, layer.in_features, layer.out_features,
+                           inits[l++], device);
+    } else {
+      layers_.emplace_back(std::in_place_type<ReLU>);
+    }
+  }
+}
+
+Tensor Sequential::forward(Tensor x) {
+  for (auto& layer : layers_) x = std::visit([&](auto& l) { return l.forward(x); }, layer);
+  return x;
+}
+
+Tensor Sequential::backward(Tensor grad) {
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
+    grad = std::visit([&](auto& l) { return l.backward(grad); }, *it);
+  return grad;
+}
+
+std::vector<Parameter*> Sequential::parameters() {
+  return parameters({0, static_cast<int>(layers_.size())});
+}
+
+std::vector<Parameter*> Sequential::parameters(LayerRange range) {
+  if (range.begin < 0 || range.end > static_cast<int>(layers_.size()) || range.begin > range.end) {
+    throw ConfigError("Sequential::parameters: layers [" + std::to_string(range.begin) + ", " +
+                      std::to_string(range.end) + ") are not within the model's " +
+                      std::to_string(layers_.size()) + " layers");
+  }
+  std::vector<Parameter*> out;
+  for (int i = range.begin; i < range.end; ++i) {
+    if (auto* l = std::get_if<Linear>(&layers_[static_cast<std::size_t>(i)]))
+      for (Parameter* p : l->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
 std::vector<LayerRange> split_stages(const SequentialSpec& model, int num_stages) {
   initial_weights(SequentialSpec{model.layers, 0});  // only its checks: throws for a bad spec
   const int units = count_linear(model);
