@@ -432,6 +432,10 @@ def tensor_parallel(args):
                 out = checked(run(launch(args, dp * tp, cmd + size + flags)),
                               f"{impl} chapter 15 {' '.join(size)}")
                 m = THROUGHPUT.search(out)
+                if m is None:
+                    sys.stderr.write(out[-4000:])
+                    raise SystemExit(f"bench: {impl} chapter 15 {' '.join(size)} printed no "
+                                     "throughput line (its output is above)")
                 rate = float(m.group(1))  # the timed steps' rows over the slowest rank's time
                 row = {"samples_per_s": rate, "step_ms": 1000 * args.tp_batch / rate}
                 if impl == "dist":
