@@ -810,7 +810,7 @@ def main():
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
         if getattr(args, name) < 2:
-            why = "step 1 is a warm-up" if name.endswith("steps") else "a layer of width 1 times nothing"
+            why = "step 1 is a warm-up" if name.endswith("steps") else "too small to time"
             sys.exit(f"bench: --{name.replace('_', '-')} must be at least 2 ({why})")
     args.pp_layers, args.pp_batch = 8, 256
     args.tp_sizes = [s for s in TP_SIZES if not quick or s[2] < 4]  # --quick: no TP = 4
