@@ -61,8 +61,8 @@
 //     1.13 and 2.x through their coalescing manager): NCCL launches them together, so two ranks
 //     that send to each other do not each wait in their send. Here a batch is two group calls,
 //     the headers' and the data's, run within the call (backends/nccl.cpp).
-// The peer is a rank of this group, as for torch's ProcessGroup objects (2.x's P2POp also takes
-// it as group_peer); torch.distributed.isend's dst is a global rank (global_rank()).
+// The peer is a rank of this group, as for torch's ProcessGroup objects (recent 2.x releases' P2POp
+// also takes it as group_peer); torch.distributed.isend's dst is a global rank (global_rank()).
 //
 // Taught in: chapter 04 (collectives, async_op), chapter 05 (barrier), chapter 10 (mismatched
 // calls, DIST_DEBUG=DETAIL, the flight recorder), chapter 16 (pipeline parallel: isend, irecv,
