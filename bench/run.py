@@ -21,6 +21,11 @@ What it runs, in this order (each program checks its own results; a wrong result
      allreduce, fp16, bf16 and PowerSGD at rank 1-4, at each --worlds size above 1, each against
      its closed form (a difference fails the run); then at 2 ranks each hook's step time and
      accuracy beside the twin's (torch 1.13 with the same hook), the best of --sweeps runs each
+  7. parallel: chapter 15 (tensor parallel) at dp x tp = 1 x 1, 1 x 2, 1 x 4 and 2 x 2, step time
+     and the block's bytes against their closed form (a difference fails the run); chapter 16
+     (pipeline parallel), GPipe and 1F1B at p = 1 (one process), 2 and 4 stages and m = 1, 4, 8
+     micro-batches, samples/s and the bubble measured beside (p - 1)/(m + p - 1); each beside its
+     twin with the same flags, the best of --sweeps runs each
 --sections runs some of these only (startup is 1 and 2).
 Then OUT/report.md (tables with our/PyTorch ratios and the targets of bench/README.md), and, when
 gnuplot is installed, OUT/busbw_<op>.png and OUT/latency_<op>.png. Raw rows: OUT/*.json.
@@ -45,7 +50,7 @@ from disttut.ddprun import ddprun  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
-SECTIONS = ("startup", "collectives", "training", "sharding", "hooks")
+SECTIONS = ("startup", "collectives", "training", "sharding", "hooks", "parallel")
 TIMEOUT = 1800  # seconds for one program: a sweep to 256 MiB at 4 ranks takes minutes, not hours
 
 
@@ -386,6 +391,156 @@ def hooks_report(args, result):
     return lines + [""]
 
 
+# Chapters 15 and 16 (bench/README.md, "Parallel"): the sizes each run trains, as flags. The MLP
+# of chapter 15 is 8 -> hidden -> 4; chapter 16's is 16 -> hidden x (layers - 1) -> 4.
+TP_IN, TP_OUT = 8, 4
+TP_SIZES = (("1 x 1", 1, 1), ("1 x 2 (TP = 2)", 1, 2), ("1 x 4 (TP = 4)", 1, 4),
+            ("2 x 2 (DP x TP)", 2, 2))
+THROUGHPUT = re.compile(r"^\[rank 0/\d+\] throughput: ([\d.]+) samples/s \((\d+) samples in "
+                        r"([\d.]+) s\)", re.M)
+
+
+def tp_block_bytes(rows, tp):
+    """What rank 0 of a tp group sends in one forward and one backward of chapter 15's block:
+    g's all_reduce of the output (rows x 4 values) and f's of the input's gradient (rows x 8),
+    float32, on the library's Gloo mesh (gloo_all_reduce_bytes)."""
+    return (gloo_all_reduce_bytes(rows * TP_OUT, tp, 0) +
+            gloo_all_reduce_bytes(rows * TP_IN, tp, 0))
+
+
+def block_bytes(out):
+    """The block's bytes as chapter 15 measured them (its step 2: forward, then backward)."""
+    fwd = grouped_int(re.search(r"^\[rank 0/\d+\] forward: .*?, ([\d,]+) bytes", out, re.M).group(1))
+    bwd = grouped_int(re.search(r"^\[rank 0/\d+\] backward: .*?, ([\d,]+) bytes", out, re.M).group(1))
+    return fwd + bwd
+
+
+def tensor_parallel(args):
+    """Chapter 15 and its twin at 1 x 1, 1 x 2, 1 x 4 and 2 x 2 (dp x tp), the same MLP and
+    batches: step time of the DP x TP training steps (--throughput: each step from a barrier,
+    the one-process reference left out), the best of --sweeps runs each, all runs alternating;
+    and rank 0's bytes of one forward + backward of the block beside tp_block_bytes."""
+    flags = ["--hidden", str(args.tp_hidden), "--batch-size", str(args.tp_batch), "--steps",
+             str(args.tp_steps), "--throughput"]
+    program = os.path.join(args.bin, "ch15_tensor_parallel")
+    twin = [PYTHON, os.path.join(ROOT, "chapters", "15_tensor_parallel", "twin.py")]
+    runs = {}
+    for _ in range(args.sweeps):
+        for name, dp, tp in args.tp_sizes:
+            size = ["--dp", str(dp), "--tp", str(tp)]
+            for impl, cmd in (("dist", [program]), ("torch", twin)):
+                out = checked(run(launch(args, dp * tp, cmd + size + flags)),
+                              f"{impl} chapter 15 {' '.join(size)}")
+                m = THROUGHPUT.search(out)
+                rate = float(m.group(1))  # the timed steps' rows over the slowest rank's time
+                row = {"samples_per_s": rate, "step_ms": 1000 * args.tp_batch / rate}
+                if impl == "dist":
+                    rows = args.tp_batch // dp
+                    row.update(bytes=block_bytes(out), closed_form=tp_block_bytes(rows, tp))
+                runs.setdefault((impl, name), []).append(row)
+    result = []
+    for (impl, name), values in runs.items():
+        best = dict(max(values, key=lambda v: v["samples_per_s"]))
+        best.update(impl=impl, size=name, runs_ms=[v["step_ms"] for v in values],
+                    bytes_ok=all(v.get("bytes") == v.get("closed_form") for v in values))
+        result.append(best)
+    return result
+
+
+def pipeline(args):
+    """Chapter 16 and its twin, --schedule both (GPipe's line first), at each p of --pp-stages
+    and m of --pp-microbatches on the same MLP and batches: samples/s of each schedule's steps,
+    the best of --sweeps runs, all runs alternating; with --trace, the bubble each side measured
+    in its last step (one value per run)."""
+    flags = ["--layers", str(args.pp_layers), "--hidden", str(args.pp_hidden), "--batch-size",
+             str(args.pp_batch), "--steps", str(args.pp_steps), "--schedule", "both",
+             "--throughput", "--trace", os.path.join(args.out, "pipeline_trace")]
+    program = os.path.join(args.bin, "ch16_pipeline_parallel")
+    twin = [PYTHON, os.path.join(ROOT, "chapters", "16_pipeline_parallel", "twin.py")]
+    runs = {}
+    for _ in range(args.sweeps):
+        for p in [1] + [s for s in args.pp_stages if s > 1]:
+            for m in args.pp_microbatches:
+                for impl, cmd in (("dist", [program]), ("torch", twin)):
+                    out = checked(run(launch(args, p, cmd + flags + ["--microbatches", str(m)])),
+                                  f"{impl} chapter 16 at p = {p}, m = {m}")
+                    rates = THROUGHPUT.findall(out)
+                    bubbles = re.findall(r"^\[rank 0/\d+\] (GPipe|1F1B): bubble measured "
+                                         r"([\d.]+)%", out, re.M)
+                    if len(rates) != 2 or [b[0] for b in bubbles] != ["GPipe", "1F1B"]:
+                        sys.stderr.write(out[-4000:])
+                        raise SystemExit(f"bench: {impl} chapter 16 printed no throughput or "
+                                         "bubble line for each schedule")
+                    for (kind, bubble), rate in zip(bubbles, rates):
+                        runs.setdefault((impl, kind, p, m), []).append(
+                            {"samples_per_s": float(rate[0]), "bubble": float(bubble) / 100})
+    result = []
+    for (impl, kind, p, m), values in runs.items():
+        best = dict(max(values, key=lambda v: v["samples_per_s"]))
+        best.update(impl=impl, schedule=kind, stages=p, microbatches=m,
+                    closed_form=(p - 1) / (m + p - 1),
+                    runs=[v["samples_per_s"] for v in values],
+                    bubbles=[v["bubble"] for v in values])
+        result.append(best)
+    return result
+
+
+def parallel_report(args, tp_rows, pp_rows):
+    """The report's chapters 15 and 16 section: TP and 2-D step times and bytes, PP throughput
+    and bubbles."""
+    tp = {(r["impl"], r["size"]): r for r in tp_rows}
+    one = tp[("dist", "1 x 1")]
+    lines = ["## Tensor parallel and 2-D (chapter 15)", "",
+             f"ch15_tensor_parallel --hidden {args.tp_hidden} --batch-size {args.tp_batch} "
+             f"--steps {args.tp_steps} --throughput --dp D --tp T (the MLP {TP_IN}-"
+             f"{args.tp_hidden}-{TP_OUT}, SGD), beside its twin.py with the same flags; step = ms "
+             "per DP x TP training step (each from a barrier; the one-process reference each "
+             f"step also runs is left out), the best of {args.sweeps} run(s). bytes = rank 0's "
+             "bytes in one forward + backward of the block (the chapter's step 2, on the rows of "
+             "one data-parallel rank: at dp = 1 what a training step sends), beside bench/run.py's "
+             "closed form (g's all_reduce of rows x 4 float32, f's of rows x 8, Gloo's mesh); a "
+             "difference fails the run.", "",
+             "| dp x tp | ranks | step (ms) | vs 1 x 1 | torch step (ms) | torch vs its 1 x 1 | "
+             "vs torch | bytes per step | closed form | |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    t_one = tp[("torch", "1 x 1")]
+    for name, dp, size in args.tp_sizes:
+        d, t = tp[("dist", name)], tp[("torch", name)]
+        lines.append(f"| {name} | {dp * size} | {d['step_ms']:.3f} | "
+                     f"{d['step_ms'] / one['step_ms']:.2f}× | {t['step_ms']:.3f} | "
+                     f"{t['step_ms'] / t_one['step_ms']:.2f}× | {d['step_ms'] / t['step_ms']:.2f}× | "
+                     f"{d['bytes']:,} | {d['closed_form']:,} | "
+                     f"{'=' if d['bytes_ok'] else '**differs**'} |")
+    lines.append("")
+    if not pp_rows:
+        return lines
+    pp = {(r["impl"], r["schedule"], r["stages"], r["microbatches"]): r for r in pp_rows}
+    lines += ["## Pipeline parallel (chapter 16)", "",
+              f"ch16_pipeline_parallel --layers {args.pp_layers} --hidden {args.pp_hidden} "
+              f"--batch-size {args.pp_batch} --steps {args.pp_steps} --schedule both --throughput "
+              "--trace DIR --microbatches m at p ranks, beside its twin.py with the same flags: "
+              "samples/s of each schedule's training steps (each from a barrier), the best of "
+              f"{args.sweeps} run(s); p = 1 is one process running the same micro-batches. "
+              "bubble = idle over p x the last step's window, from each side's own trace (of the "
+              "best run; every run's in the JSON), beside (p - 1)/(m + p - 1).", "",
+              "| p | m | schedule | samples/s | vs p = 1 | torch samples/s | vs torch | "
+              "bubble | torch bubble | closed form |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in [1] + [s for s in args.pp_stages if s > 1]:
+        for m in args.pp_microbatches:
+            for kind in ("GPipe", "1F1B"):
+                d, t = pp[("dist", kind, p, m)], pp[("torch", kind, p, m)]
+                base = pp[("dist", kind, 1, m)]
+                lines.append(f"| {p} | {m} | {kind} | {d['samples_per_s']:,.0f} | "
+                             f"{d['samples_per_s'] / base['samples_per_s']:.2f}× | "
+                             f"{t['samples_per_s']:,.0f} | "
+                             f"{d['samples_per_s'] / t['samples_per_s']:.2f}× | "
+                             f"{100 * d['bubble']:.1f}% | {100 * t['bubble']:.1f}% | "
+                             f"{100 * d['closed_form']:.1f}% |")
+    lines.append("")
+    return lines
+
+
 def fmt_bytes(n):
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
@@ -397,7 +552,7 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
-def report(args, rtt, init, life, rows, speed, shard, hooked=None):
+def report(args, rtt, init, life, rows, speed, shard, hooked=None, par=None):
     """OUT/report.md from what ran (--sections): the parts that did not run are None."""
     rows = rows or []
     by = {(r["impl"], r["op"], r["world"], r["bytes"]): r for r in rows}
@@ -461,6 +616,33 @@ def report(args, rtt, init, life, rows, speed, shard, hooked=None):
         same = all(s["bytes"] == s["closed_form"] for s in hooked["bytes"])
         targets.append(f"| hooks' bytes per step against their closed forms | "
                        f"{'all equal' if same else 'some differ'} | equal | {verdict(same)} |")
+    if par:
+        tp = {(r["impl"], r["size"]): r for r in par["tp"]}
+        ratios = [tp[("dist", name)]["step_ms"] / tp[("torch", name)]["step_ms"]
+                  for name, _, _ in args.tp_sizes]
+        names = ", ".join(n for n, _, _ in args.tp_sizes)
+        targets.append(f"| chapter 15 step time vs its twin ({names}) | "
+                       f"{', '.join(f'{r:.2f}×' for r in ratios)} | ≤ 1× | "
+                       f"{verdict(max(ratios) <= 1)} |")
+        same = all(r["bytes_ok"] for r in par["tp"] if r["impl"] == "dist")
+        targets.append(f"| chapter 15's bytes per step against their closed forms | "
+                       f"{'all equal' if same else 'some differ'} | equal | {verdict(same)} |")
+        if par["pp"]:
+            pp = {(r["impl"], r["schedule"], r["stages"], r["microbatches"]): r for r in par["pp"]}
+            keys = [(k, p, m) for (i, k, p, m) in pp if i == "dist" and p > 1]
+            ratios = [pp[("dist",) + key]["samples_per_s"] / pp[("torch",) + key]["samples_per_s"]
+                      for key in keys]
+            targets.append(f"| chapter 16 samples/s vs its twin (p > 1, every m, both schedules) | "
+                           f"{min(ratios):.2f}× to {max(ratios):.2f}× | ≥ 1× | "
+                           f"{verdict(min(ratios) >= 1)} |")
+            m8 = [(k, p) for (k, p, m) in keys if m == 8]
+            if m8:
+                off = [abs(pp[("dist", k, p, 8)]["bubble"] - pp[("dist", k, p, 8)]["closed_form"])
+                       / pp[("dist", k, p, 8)]["closed_form"] for k, p in m8]
+                text = ", ".join(f"{k} p = {p}: {100 * pp[('dist', k, p, 8)]['bubble']:.1f}% vs "
+                                 f"{100 * pp[('dist', k, p, 8)]['closed_form']:.1f}%" for k, p in m8)
+                targets.append(f"| chapter 16's bubble at m = 8 within 10% of (p - 1)/(m + p - 1) "
+                               f"| {text} | ≤ 10% off | {verdict(max(off) <= 0.10)} |")
     if targets:
         lines += ["## Targets", "", "| what | measured | target | |", "|---|---|---|---|"]
         lines += targets + [""]
@@ -477,6 +659,8 @@ def report(args, rtt, init, life, rows, speed, shard, hooked=None):
         lines += sharding_report(args, shard)
     if hooked:
         lines += hooks_report(args, hooked)
+    if par:
+        lines += parallel_report(args, par["tp"], par["pp"])
     if init:
         lines += ["## Start-up", "",
                   f"Launch to an initialised 2-rank group, median of {args.repeat}: dist "
@@ -578,6 +762,22 @@ def main():
     p.add_argument("--sharding-samples", type=int, default=None,
                    help="chapter 12's training images per run, one epoch (default 2048; 512 "
                         "with --quick)")
+    p.add_argument("--tp-hidden", type=int, default=None,
+                   help="chapter 15's hidden width in the parallel section (default 512; 64 "
+                        "with --quick)")
+    p.add_argument("--tp-batch", type=int, default=128,
+                   help="chapter 15's global batch in the parallel section (default 128)")
+    p.add_argument("--tp-steps", type=int, default=None,
+                   help="chapter 15's timed training steps (default 100; 20 with --quick)")
+    p.add_argument("--pp-stages", default=None,
+                   help="chapter 16's stage counts, beside one process (default 2,4; 2 with "
+                        "--quick)")
+    p.add_argument("--pp-microbatches", default=None,
+                   help="chapter 16's micro-batch counts (default 1,4,8; 1,8 with --quick)")
+    p.add_argument("--pp-hidden", type=int, default=None,
+                   help="chapter 16's hidden width (default 256; 32 with --quick)")
+    p.add_argument("--pp-steps", type=int, default=None,
+                   help="chapter 16's steps per schedule (default 10; 4 with --quick)")
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"what to run, of {','.join(SECTIONS)} (default: all)")
     p.add_argument("--quick", action="store_true",
@@ -595,7 +795,25 @@ def main():
     if unknown or not args.sections:
         sys.exit(f"bench: --sections {','.join(unknown)}: each must be one of {','.join(SECTIONS)}")
     args.sharding_worlds = args.worlds
-    if args.quick:
+    quick = args.quick
+    for name, full, small in (("pp_stages", "2,4", "2"), ("pp_microbatches", "1,4,8", "1,8")):
+        text = getattr(args, name) or (small if quick else full)
+        if not re.fullmatch(r"[1-9][0-9]*(,[1-9][0-9]*)*", text):
+            p.error(f"argument --{name.replace('_', '-')}: want counts like 2,4, got '{text}'")
+        setattr(args, name, [int(v) for v in text.split(",")])
+    args.tp_hidden = args.tp_hidden or (64 if quick else 512)
+    args.tp_steps = args.tp_steps or (20 if quick else 100)
+    args.pp_hidden = args.pp_hidden or (32 if quick else 256)
+    args.pp_steps = args.pp_steps or (4 if quick else 10)
+    args.pp_layers, args.pp_batch = 8, 256
+    args.tp_sizes = [s for s in TP_SIZES if not quick or s[2] < 4]  # --quick: no TP = 4
+    if args.tp_batch % 2 or args.tp_hidden % 4:
+        sys.exit("bench: --tp-batch must be even (2 x 2 splits it) and --tp-hidden a multiple "
+                 "of 4 (TP = 4 splits it)")
+    if any(args.pp_batch % m for m in args.pp_microbatches) or max(args.pp_stages) > args.pp_layers:
+        sys.exit(f"bench: each of --pp-microbatches must divide chapter 16's batch "
+                 f"({args.pp_batch}), and --pp-stages be at most its {args.pp_layers} layers")
+    if quick:
         args.max_mib, args.repeat, args.sweeps, args.life_runs = 1, 1, 1, 3
         args.sharding_worlds = [2]
     if args.sharding_samples is None:
@@ -610,7 +828,8 @@ def main():
               "collectives": ["bench_collectives"],
               "training": ["ch08_ddp_linear", "ch09_ddp_classifier"],
               "sharding": ["ch12_sharding"],
-              "hooks": ["ch09_ddp_classifier"]}
+              "hooks": ["ch09_ddp_classifier"],
+              "parallel": ["ch15_tensor_parallel", "ch16_pipeline_parallel"]}
     missing = [name for section in args.sections for name in ["ddprun"] + needed[section]
                if not os.path.exists(os.path.join(args.bin, name))]
     if missing:
@@ -618,7 +837,7 @@ def main():
                  "(cmake --workflow --preset release, or ./tutorial bench)")
     os.makedirs(args.out, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rtt = init = life = rows = speed = shard = hooked = None
+    rtt = init = life = rows = speed = shard = hooked = par = None
     if "startup" in args.sections:
         rtt = loopback(args)
         init = init_times(args)
@@ -635,8 +854,12 @@ def main():
         hooked = hooks(args)
         with open(os.path.join(args.out, "hooks.json"), "w") as f:
             json.dump(hooked, f, indent=1)
+    if "parallel" in args.sections:
+        par = {"tp": tensor_parallel(args), "pp": pipeline(args)}
+        with open(os.path.join(args.out, "parallel.json"), "w") as f:
+            json.dump(par, f, indent=1)
     wrong = sum(r["wrong"] for r in rows or [])
-    report(args, rtt, init, life, rows, speed, shard, hooked)
+    report(args, rtt, init, life, rows, speed, shard, hooked, par)
     if rows:
         plots(args, rows)
     log(f"report: {os.path.join(args.out, 'report.md')}")
@@ -646,6 +869,11 @@ def main():
     if differ:
         raise SystemExit(f"bench: {len(differ)} hook row(s) sent other than the closed form's "
                          "bytes: see the hooks section of the report")
+    differ = [r for r in (par or {}).get("tp", []) if r["impl"] == "dist" and not r["bytes_ok"]]
+    if differ:
+        raise SystemExit(f"bench: chapter 15 sent other than the closed form's bytes at "
+                         f"{', '.join(r['size'] for r in differ)}: see the report's tensor "
+                         "parallel section")
 
 
 if __name__ == "__main__":

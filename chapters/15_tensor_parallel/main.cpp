@@ -25,6 +25,7 @@
 #include <dist/tensor_parallel.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -189,6 +190,7 @@ int main(int argc, char** argv) {
         f.lr);
     double worst = 0;
     bool bitwise = true;
+    auto timed = std::chrono::steady_clock::duration::zero();  // the DP x TP steps alone
     for (int step = 0; step < f.steps; ++step) {
       const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
       // One process, on every rank: the whole batch, the whole model.
@@ -199,14 +201,18 @@ int main(int argc, char** argv) {
       one1.backward(relu.backward(one2.backward(one.grad)));
       one_sgd.step();
       // DP x TP: this data-parallel rank's rows, the block on the tp group.
-      sgd.zero_grad();
       const Batch mine = batch(first + d * n, n);
       const dist::Tensor y = mine.y;
+      if (f.throughput) dist::default_group().barrier();  // the ranks' clocks start together
+      const auto start = std::chrono::steady_clock::now();
+      sgd.zero_grad();
       const dist::MseLoss loss = block_loss(
           model.forward(block_input(mine.x, f.sequence_parallel, tp)), y, f.sequence_parallel, tp);
       model.backward(loss.grad);
       average_gradients(model.parameters(), dp);  // the mean over the dp group's rows
       sgd.step();
+      if (step > 0 || f.steps == 1)
+        timed += std::chrono::steady_clock::now() - start;  // 0: warm-up
       dist::Tensor mean = dist::full(1, loss.loss / f.dp, dist::kFloat64, dist::get_device());
       dp.all_reduce(mean, dist::ReduceOp::SUM);  // the whole batch's loss
       const double l = mean.item(0);
@@ -215,6 +221,8 @@ int main(int argc, char** argv) {
       dist::out0() << "step " << step + 1 << ": loss " << fixed6(l) << ", one process "
                    << fixed6(one.loss);
     }
+    if (f.throughput)
+      dist::report_throughput(timed, std::int64_t{std::max(f.steps - 1, 1)} * f.batch_size);
     const bool exact = f.dp * f.tp == 1;  // one rank: the very same sums
     const bool curve_ok = exact ? bitwise : worst <= kLossRtol;
     dist::out0() << "largest difference from one process: " << sci(worst) << " of the loss ("

@@ -29,6 +29,10 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_flag("--sequence-parallel", &f.sequence_parallel,
                "step 3, and the training: rows split outside the block (--tp must divide each "
                "data-parallel rank's rows)");
+  cli.add_flag("--throughput", &f.throughput,
+               "also print step 4's DP x TP training steps' samples per second: each step "
+               "from a barrier, the first (a warm-up), one process's steps and the loss print "
+               "left out (for bench/run.py)");
   if (!cli.parse(argc, argv)) return std::nullopt;
   f.init = cli.init_options();
   return f;

@@ -23,6 +23,7 @@ struct Flags {
   int hidden = 16, batch_size = 16, steps = 6;
   double lr = 0.1;
   bool sequence_parallel = false;
+  bool throughput = false;  // also time step 4's DP x TP steps (bench/run.py)
   dist::InitOptions init;
 };
 

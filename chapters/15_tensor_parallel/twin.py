@@ -27,6 +27,7 @@ parallelize_module(mlp, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwisePar
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -175,6 +176,10 @@ def main():
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--throughput", action="store_true",
+                   help="also print step 4's DP x TP training steps' samples per second: each "
+                        "step from a barrier, the first (a warm-up), one process's steps and "
+                        "the loss print left out (for bench/run.py)")
     args = p.parse_args()
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -242,7 +247,7 @@ def main():
     model = ParallelMLP(one1, one2, tp_group, args.sequence_parallel)
     sgd = torch.optim.SGD(model.parameters(), lr=args.lr)
     one_sgd = torch.optim.SGD(list(one1.parameters()) + list(one2.parameters()), lr=args.lr)
-    worst = 0.0
+    worst, timed = 0.0, 0.0  # timed: the DP x TP steps alone (--throughput)
     for step in range(args.steps):
         first = step * args.batch_size
         xa, ya = batch(first, args.batch_size)
@@ -250,8 +255,11 @@ def main():
         one = F.mse_loss(one2(torch.relu(one1(xa))), ya)
         one.backward()
         one_sgd.step()
-        sgd.zero_grad()
         xm, ym = batch(first + d * n, n)
+        if args.throughput:
+            dist.barrier()  # the ranks' clocks start together
+        start = time.perf_counter()
+        sgd.zero_grad()
         if args.sequence_parallel:
             o = model(rows_of(xm, tp_group))
             whole = all_gather_rows(o.detach(), tp_group).requires_grad_(True)
@@ -268,10 +276,18 @@ def main():
             dist.all_reduce(q.grad, group=dp_group)
             q.grad /= dp_size
         sgd.step()
+        if step > 0 or args.steps == 1:  # step 0: a warm-up
+            timed += time.perf_counter() - start
         mean = torch.tensor([loss.item() / dp_size], dtype=torch.float64)
         dist.all_reduce(mean, group=dp_group)
         worst = max(worst, abs(mean.item() - one.item()) / one.item())
         out0(f"step {step + 1}: loss {mean.item():.6f}, one process {one.item():.6f}")
+    if args.throughput:  # every rank's steps over the slowest rank's seconds
+        slowest = torch.tensor([timed], dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        samples = max(args.steps - 1, 1) * args.batch_size
+        out0(f"throughput: {samples / slowest.item():.0f} samples/s "
+             f"({samples} samples in {slowest.item():.3f} s)")
     out0(f"largest difference from one process: {worst:.1e} of the loss")
     ok = worst <= 1e-5
     dist.barrier()

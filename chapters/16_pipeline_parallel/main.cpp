@@ -23,6 +23,7 @@
 #include <dist/optim.h>
 #include <dist/pipeline.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -63,20 +64,27 @@ Run train_pipelined(ScheduleKind kind, const dist::SequentialSpec& spec, const F
   }
   dist::SGD sgd(stage.parameters(), f.lr);
   Run run{.kind = kind};
+  auto timed = std::chrono::steady_clock::duration::zero();  // the steps alone (--throughput)
   for (int step = 0; step < f.steps; ++step) {
     const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
-    sgd.zero_grad();
     // The batch enters on the first stage, the targets on the last; the others pass {}.
-    const std::vector<double> losses = schedule->step(
-        stage.is_first() ? inputs(first, f.batch_size).to(dist::get_device()) : dist::Tensor(),
-        stage.is_last() ? targets(first, f.batch_size).to(dist::get_device()) : dist::Tensor());
+    const dist::Tensor x =
+        stage.is_first() ? inputs(first, f.batch_size).to(dist::get_device()) : dist::Tensor();
+    const dist::Tensor y =
+        stage.is_last() ? targets(first, f.batch_size).to(dist::get_device()) : dist::Tensor();
+    const auto start = std::chrono::steady_clock::now();
+    sgd.zero_grad();
+    const std::vector<double> losses = schedule->step(x, y);  // begins with a barrier
     sgd.step();  // each stage steps its own layers: nothing to all_reduce
+    if (step > 0 || f.steps == 1) timed += std::chrono::steady_clock::now() - start;  // 0: warm-up
     double sum = 0;
     for (double loss : losses) sum += loss;
     if (stage.is_last()) run.trained.losses.push_back(sum / f.microbatches);
     run.peak_stash = std::max(run.peak_stash, schedule->stats().peak_stash);
     run.peak_stash_bytes = std::max(run.peak_stash_bytes, schedule->stats().peak_stash_bytes);
   }
+  if (f.throughput)
+    dist::report_throughput(timed, std::int64_t{std::max(f.steps - 1, 1)} * f.batch_size);
   if (!f.trace_dir.empty()) run.report = schedule->report();  // a collective: every stage calls it
   run.trained.params = values(stage.parameters());
   return run;

@@ -30,6 +30,9 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_string("--mistake", &f.mistake,
                  "mismatched-widths: the last stage is built from another --hidden (a p2p recv "
                  "of the wrong size)");
+  cli.add_flag("--throughput", &f.throughput,
+               "also print each schedule's training steps' samples per second, GPipe's first; "
+               "the first step (a warm-up) is left out (for bench/run.py)");
   if (!cli.parse(argc, argv)) return std::nullopt;
   if (f.schedule != "gpipe" && f.schedule != "1f1b" && f.schedule != "both") {
     throw dist::ConfigError("--schedule " + f.schedule + ": use gpipe, 1f1b or both");

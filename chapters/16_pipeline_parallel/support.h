@@ -23,6 +23,7 @@ struct Flags {
   std::string schedule = "both";  // gpipe, 1f1b or both
   std::string trace_dir;          // empty: no trace
   std::string mistake;            // empty, or "mismatched-widths"
+  bool throughput = false;        // also time each schedule's steps (bench/run.py)
   dist::InitOptions init;
 };
 

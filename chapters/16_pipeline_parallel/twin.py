@@ -221,6 +221,10 @@ def main():
     parser.add_argument("--schedule", choices=["gpipe", "1f1b", "both"], default="both")
     parser.add_argument("--trace", default="")
     parser.add_argument("--mistake", choices=["", "mismatched-widths"], default="")
+    parser.add_argument("--throughput", action="store_true",
+                        help="also print each schedule's training steps' samples per second, "
+                             "GPipe's first; the first step (a warm-up) is left out (for "
+                             "bench/run.py)")
     args = parser.parse_args()
     if args.batch_size % args.microbatches:
         raise SystemExit(f"--microbatches {args.microbatches} does not divide --batch-size "
@@ -254,19 +258,28 @@ def main():
         out_width = [w for k, _, w in built[begin:end] if k == "Linear"][-1]
         stage = Stage(module, p, rank, m, rows, in_width, out_width)
         sgd = torch.optim.SGD(module.parameters(), lr=args.lr)
-        losses = []
+        losses, timed = [], 0.0  # timed: the steps alone (--throughput)
         for step in range(args.steps):
             first = step * args.batch_size
+            x, y = inputs(first, args.batch_size), targets(first, args.batch_size)
+            start = time.perf_counter()
             sgd.zero_grad()
             dist.barrier()
             t0 = time.perf_counter()
-            step_losses = stage.step(kind, inputs(first, args.batch_size),
-                                     targets(first, args.batch_size), t0)
+            step_losses = stage.step(kind, x, y, t0)
             if m > 1:
                 for param in module.parameters():
                     param.grad /= m
             sgd.step()
+            if step > 0 or args.steps == 1:  # step 0: a warm-up
+                timed += time.perf_counter() - start
             losses.append(sum(step_losses) / m)
+        if args.throughput:  # every stage's steps over the slowest stage's seconds
+            slowest = torch.tensor([timed], dtype=torch.float64)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            samples = max(args.steps - 1, 1) * args.batch_size
+            out0(f"throughput: {samples / slowest.item():.0f} samples/s "
+                 f"({samples} samples in {slowest.item():.3f} s)")
         runs.append((kind, module, stage, losses))
 
     # ---- Step 3: what each stage holds at its peak, and the bubble
