@@ -3,10 +3,17 @@
 #include <dist/cli.h>
 #include <dist/optim.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
 namespace ch16 {
+
+double weight_tolerance(const Flags& f) {
+  constexpr double u = 0x1p-24;  // float32's unit roundoff
+  return f.steps * (f.dp * f.microbatches + f.dp + f.microbatches) * u;
+}
 
 std::optional<Flags> parse_flags(int argc, char** argv) {
   Flags f;
@@ -21,6 +28,10 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_int("--batch-size", &f.batch_size, "rows of each step's batch", 1, 65536);
   cli.add_int("--microbatches", &f.microbatches,
               "m: micro-batches a batch is cut into (must divide --batch-size)", 1, 4096);
+  cli.add_int("--dp", &f.dp,
+              "N: data-parallel replicas of the pipeline (must divide the world size); each "
+              "takes B/N rows of each batch",
+              1, 4096);
   cli.add_int("--steps", &f.steps, "SGD steps of each schedule", 1, 10000);
   cli.add_double("--lr", &f.lr, "SGD's learning rate", 1e-6, 10);
   cli.add_string("--schedule", &f.schedule, "gpipe, 1f1b, or both");
@@ -38,6 +49,12 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
     throw dist::ConfigError("--schedule " + f.schedule + ": use gpipe, 1f1b or both");
   }
   // The library refuses it too (ScheduleOptions::batch_size); said here in the flags' words.
+  if (f.dp > 1 && (f.batch_size % f.dp != 0 || (f.batch_size / f.dp) % f.microbatches != 0)) {
+    throw dist::ConfigError("--microbatches " + std::to_string(f.microbatches) + " x --dp " +
+                            std::to_string(f.dp) + " does not divide --batch-size " +
+                            std::to_string(f.batch_size) +
+                            ": each replica's micro-batches must have the same number of rows");
+  }
   if (f.batch_size % f.microbatches != 0) {
     throw dist::ConfigError("--microbatches " + std::to_string(f.microbatches) +
                             " does not divide --batch-size " + std::to_string(f.batch_size) +
@@ -123,6 +140,77 @@ std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::Seq
     (i < range.begin ? before : inside) += 1;
   }
   return {whole.params.begin() + 2 * before, whole.params.begin() + 2 * (before + inside)};
+}
+
+namespace {
+
+// |a - b| relative to max(1, |b|); 0 when both diverged (inf or NaN).
+double difference(double a, double b) {
+  if (!std::isfinite(a) && !std::isfinite(b)) return 0;
+  const double d = std::fabs(a - b) / std::max(1.0, std::fabs(b));
+  return std::isnan(d) ? HUGE_VAL : d;
+}
+
+}  // namespace
+
+bool within(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+            const Flags& f, double* worst) {
+  if (a.size() != b.size()) return false;
+  bool ok = true;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return false;
+    for (std::size_t j = 0; j < a[i].size(); ++j) {
+      const double d = difference(a[i][j], b[i][j]);
+      *worst = std::max(*worst, d);
+      ok = ok && d <= weight_tolerance(f);
+    }
+  }
+  return ok;
+}
+
+bool within(const std::vector<double>& a, const std::vector<double>& b, const Flags& f,
+            double* worst) {
+  if (a.size() != b.size()) return false;
+  bool ok = true;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = difference(a[i], b[i]);
+    *worst = std::max(*worst, d);
+    ok = ok && d <= weight_tolerance(f);
+  }
+  return ok;
+}
+
+std::string tolerance_words(const Flags& f, double worst) {
+  char text[96];
+  std::snprintf(text, sizeof text, "within %.1e (largest difference %.1e)", weight_tolerance(f),
+                worst);
+  return text;
+}
+
+void average_gradients(const std::vector<dist::Parameter*>& params, dist::ProcessGroup& dp) {
+  for (dist::Parameter* p : params) {
+    dp.all_reduce(p->grad, dist::ReduceOp::SUM);
+    p->grad /= dp.size();
+  }
+}
+
+double mean_over(dist::ProcessGroup& dp, double value) {
+  if (dp.size() == 1) return value;
+  dist::Tensor mean = dist::full(1, value / dp.size(), dist::kFloat64, dist::get_device());
+  dp.all_reduce(mean, dist::ReduceOp::SUM);
+  return mean.item(0);
+}
+
+void print_replicas(dist::DeviceMesh& mesh, const Flags& f) {
+  dist::out0() << "mesh " << mesh.str() << ": a row is a replica's pipeline (\"pp\"), a column "
+               << "a \"dp\" group";
+  if (mesh.coordinate("pp") != 0) return;
+  const int d = mesh.coordinate("dp");
+  const std::int64_t rows = f.batch_size / f.dp;
+  std::string ranks;
+  for (int r : mesh.group("pp").ranks()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  dist::out() << "replica " << d << " of " << f.dp << ": stages on ranks [" << ranks << "], rows "
+              << d * rows << ".." << (d + 1) * rows - 1 << " of each batch of " << f.batch_size;
 }
 
 bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {

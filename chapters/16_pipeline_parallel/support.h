@@ -3,6 +3,7 @@
 // the pipeline is checked against), and printing.
 #pragma once
 
+#include <dist/device_mesh.h>
 #include <dist/dist.h>
 #include <dist/nn.h>
 #include <dist/pipeline.h>
@@ -19,6 +20,7 @@ constexpr std::int64_t kFeatures = 16, kOutputs = 4;
 // Every flag, with its default. --help lists them.
 struct Flags {
   int layers = 8, hidden = 32, batch_size = 32, microbatches = 8, steps = 4;
+  int dp = 1;  // data-parallel replicas of the pipeline (the mesh's "dp" size)
   double lr = 0.05;
   std::string schedule = "both";  // gpipe, 1f1b or both
   std::string trace_dir;          // empty: no trace
@@ -53,6 +55,32 @@ Trained train_one_process(const dist::SequentialSpec& spec, const Flags& f);
 std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::SequentialSpec& spec,
                                            dist::LayerRange range);
 std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& params);
+
+// With --dp N, the replicas' weights equal one process's only within a tolerance: each step's
+// gradient is the mean of the same K = N m micro-batch gradients, summed in another order (m on
+// each replica, / m, then N partial averages by all_reduce, / N; one process adds all K, / K).
+// Reordered float32 sums differ by at most (K - 1 + m - 1 + N - 1 + 3) u of the terms' absolute
+// sum (u = 2^-24; each addition and division rounds once), and each step rounds the weight once
+// more; so a stable run (a step moves a weight by less than max(1, |w|)) drifts by at most
+// steps (N m + N + m) u of max(1, |w|), and its losses likewise. A diverging run (--lr 10)
+// amplifies it (its weights end equal when both reach inf or NaN; --lr 0.5 over 20 steps
+// leaves them 1e-4 apart: a mismatch). A bug (a replica's rows twice, no / N) moves weights by
+// lr |g|, ~1e-3, far above it.
+double weight_tolerance(const Flags& f);
+// The pipelined weights (or losses) against one process's within weight_tolerance(f), relative to
+// max(1, |one process's|); records the largest such difference in *worst.
+bool within(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+            const Flags& f, double* worst);
+bool within(const std::vector<double>& a, const std::vector<double>& b, const Flags& f,
+            double* worst);
+std::string tolerance_words(const Flags& f, double worst);  // "within ... (largest ...)"
+
+// DDP's mean over the replicas: all_reduce(SUM) over `dp`, then / dp.size().
+void average_gradients(const std::vector<dist::Parameter*>& params, dist::ProcessGroup& dp);
+// The mean of `value` over the group (itself for a group of one: no rounding).
+double mean_over(dist::ProcessGroup& dp, double value);
+// One line per replica, from its first stage: its ranks and its rows.
+void print_replicas(dist::DeviceMesh& mesh, const Flags& f);
 
 // Equal bit for bit (a NaN equals the same NaN: --lr 10 diverges alike in both runs).
 bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b);
