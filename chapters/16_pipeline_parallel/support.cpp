@@ -180,11 +180,16 @@ bool within(const std::vector<double>& a, const std::vector<double>& b, const Fl
   return ok;
 }
 
-std::string tolerance_words(const Flags& f, double worst) {
-  char text[96];
-  std::snprintf(text, sizeof text, "within %.1e (largest difference %.1e)", weight_tolerance(f),
-                worst);
+std::string tolerance_words(const Flags& f) {
+  char text[32];
+  std::snprintf(text, sizeof text, "within %.1e", weight_tolerance(f));
   return text;
+}
+
+double max_over_ranks(double value) {
+  dist::Tensor t = dist::full(1, value, dist::kFloat64, dist::get_device());
+  dist::default_group().all_reduce(t, dist::ReduceOp::MAX);
+  return t.item(0);
 }
 
 void average_gradients(const std::vector<dist::Parameter*>& params, dist::ProcessGroup& dp) {
@@ -262,6 +267,12 @@ std::string grouped(std::int64_t n) {
 std::string loss6(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+std::string sci(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1e", value);
   return text;
 }
 

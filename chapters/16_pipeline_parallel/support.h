@@ -73,7 +73,8 @@ bool within(const std::vector<std::vector<float>>& a, const std::vector<std::vec
             const Flags& f, double* worst);
 bool within(const std::vector<double>& a, const std::vector<double>& b, const Flags& f,
             double* worst);
-std::string tolerance_words(const Flags& f, double worst);  // "within ... (largest ...)"
+std::string tolerance_words(const Flags& f);  // "within 6.2e-06"
+double max_over_ranks(double value);          // a collective over the default group
 
 // DDP's mean over the replicas: all_reduce(SUM) over `dp`, then / dp.size().
 void average_gradients(const std::vector<dist::Parameter*>& params, dist::ProcessGroup& dp);
@@ -93,5 +94,6 @@ std::string widths(const dist::SequentialSpec& spec);  // 16-32-4
 std::string grouped(std::int64_t n);                   // 1,234,567
 std::string loss6(double value);                       // 6 significant digits
 std::string percent(double fraction);                  // 27.3%
+std::string sci(double value);                         // 3.0e-08
 
 }  // namespace ch16
