@@ -124,8 +124,9 @@ int main(int argc, char** argv) {
     const std::vector<dist::LayerRange> cut = dist::split_stages(spec, p);
     const dist::LayerRange mine = cut[static_cast<std::size_t>(s)];
     dist::out0() << "MLP " << widths(spec) << " (" << f.layers << " Linear layers) cut into " << p
-                 << (p == 1 ? " stage" : " stages") << "; a batch of " << f.batch_size
-                 << " rows in " << m << " micro-batches of " << f.batch_size / m;
+                 << (p == 1 ? " stage" : " stages") << "; a batch of " << f.batch_size << " rows"
+                 << (f.dp > 1 ? " (" + std::to_string(f.batch_size / f.dp) + " per replica)" : "")
+                 << " in " << m << " micro-batches of " << f.batch_size / f.dp / m;
     dist::out() << "stage " << s << ": layers " << mine.begin << ".." << mine.end - 1 << ": "
                 << describe_layers(spec, mine);
     // Closed form: ceil(L/p) Linear layers on the first L mod p stages, floor(L/p) on the others.
