@@ -7,7 +7,8 @@
 // micro-batches that follow each other through the stages. GPipe runs every forward, then every
 // backward; 1F1B starts backwards as soon as it can, and so holds fewer micro-batches at once.
 // This program cuts an MLP over the ranks, runs both schedules, and checks what each stage holds
-// and the weights it ends with against one process training the unsplit model.
+// and the weights it ends with against one process training the unsplit model. With --dp N the
+// ranks are N replicas of the pipeline (DP x PP), each on its own rows, gradients averaged.
 //
 // You will learn: how a model is cut into stages; the order GPipe and 1F1B run micro-batches in;
 // the bubble (p - 1)/(m + p - 1) and how to see it in a trace; the activations held at the
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
     // ---- Step 4: training: the weights equal one process's with the same micro-batches
     // Every rank trains the unsplit model alone (it is small) and compares its own layers. With
     // --dp N it runs the replicas' N x m micro-batches, replica by replica: the same sum of
-    // gradients in another order, so equal within kWeightTol (support.h), not bit for bit.
+    // gradients in another order, so equal within weight_tolerance (support.h), not bit for bit.
     Flags whole = f;
     whole.microbatches = f.dp * m;
     const Trained reference = train_one_process(spec, whole);

@@ -12,7 +12,7 @@ namespace ch16 {
 
 double weight_tolerance(const Flags& f) {
   constexpr double u = 0x1p-24;  // float32's unit roundoff
-  return f.steps * (f.dp * f.microbatches + f.dp + f.microbatches) * u;
+  return f.steps * (f.dp * f.microbatches + f.dp + f.microbatches + 2) * u;
 }
 
 std::optional<Flags> parse_flags(int argc, char** argv) {

@@ -1,6 +1,6 @@
 // Chapter 16's support code: what the run needs but the lesson does not teach, so that main.cpp
 // reads as the run itself. The flags, the data, the unsplit model in one process (the reference
-// the pipeline is checked against), and printing.
+// the pipeline is checked against), the replicas' averaging (--dp), and printing.
 #pragma once
 
 #include <dist/device_mesh.h>
@@ -30,7 +30,7 @@ struct Flags {
 };
 
 // The flags from argv, or nothing after --help. Throws dist::ConfigError for a --schedule or a
-// --mistake it does not know.
+// --mistake it does not know, and for a --batch-size that --microbatches (x --dp) does not divide.
 std::optional<Flags> parse_flags(int argc, char** argv);
 
 // Linear(16, hidden), ReLU, ..., Linear(hidden, 4): `layers` Linear layers, seed 16.
@@ -56,16 +56,18 @@ std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::Seq
                                            dist::LayerRange range);
 std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& params);
 
-// With --dp N, the replicas' weights equal one process's only within a tolerance: each step's
-// gradient is the mean of the same K = N m micro-batch gradients, summed in another order (m on
-// each replica, / m, then N partial averages by all_reduce, / N; one process adds all K, / K).
-// Reordered float32 sums differ by at most (K - 1 + m - 1 + N - 1 + 3) u of the terms' absolute
-// sum (u = 2^-24; each addition and division rounds once), and each step rounds the weight once
-// more; so a stable run (a step moves a weight by less than max(1, |w|)) drifts by at most
-// steps (N m + N + m) u of max(1, |w|), and its losses likewise. A diverging run (--lr 10)
-// amplifies it (its weights end equal when both reach inf or NaN; --lr 0.5 over 20 steps
-// leaves them 1e-4 apart: a mismatch). A bug (a replica's rows twice, no / N) moves weights by
-// lr |g|, ~1e-3, far above it.
+// With --dp N, the replicas' weights equal one process's only within a tolerance. Each step's
+// gradient is the mean of the same K = N m micro-batch gradients g_k, summed in another order: m
+// on each replica, / m, then the N partial means by all_reduce, / N; one process adds all K, / K.
+// A float32 sum of n terms is within (n - 1) u of their absolute sum of the exact one (u = 2^-24,
+// one rounding per addition, first order), each division adds u: the two gradients are within
+// (K + m + N) u of mean |g_k|. The step w - lr g rounds once in each run: 2u |w| more. So while a
+// step moves a weight by less than max(1, |w|) (lr mean |g_k| below it: a stable run), the runs
+// drift apart by at most (N m + N + m + 2) u of max(1, |w|) per step, steps times over: that is
+// the tolerance, for weights and losses alike. It leaves out a difference carried into the next
+// steps' gradients: a stable run damps it, a diverging one amplifies it (--lr 0.5 over 20 steps
+// ends 1e-4 apart: a mismatch; --lr 10 ends with both at inf or NaN, which count as equal). A bug
+// (a replica's rows twice, no / N) moves weights by lr |g|, ~1e-3, far above it.
 double weight_tolerance(const Flags& f);
 // The pipelined weights (or losses) against one process's within weight_tolerance(f), relative to
 // max(1, |one process's|); records the largest such difference in *worst.

@@ -366,7 +366,7 @@ def main():
     reference, ref_losses = one_process(spec, args, n * m)
     mine = [param for i, layer in enumerate(reference) if begin <= i < end
             for param in layer.parameters()]
-    tol = args.steps * (n * m + n + m) * 2.0 ** -24
+    tol = args.steps * (n * m + n + m + 2) * 2.0 ** -24
     worst = 0.0
 
     def within(a, b):
