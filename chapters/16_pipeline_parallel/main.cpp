@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     // replica's "pp" group, a column a "dp" group (one stage of every replica). A --dp that does
     // not divide the world is the mesh's ConfigError, before any rank connects.
     std::optional<dist::DeviceMesh> mesh =
-        dist::init_device_mesh({{"dp", f.dp}, {"pp", world / f.dp}});
+        dist::init_device_mesh({{"dp", f.dp}, {"pp", std::max(1, world / f.dp)}});
     const int s = mesh->coordinate("pp"), p = mesh->size("pp");  // this stage, of p
     if (f.dp > 1) print_replicas(*mesh, f);
 
