@@ -432,6 +432,10 @@ def tensor_parallel(args):
                 out = checked(run(launch(args, dp * tp, cmd + size + flags)),
                               f"{impl} chapter 15 {' '.join(size)}")
                 m = THROUGHPUT.search(out)
+                if m is None:
+                    sys.stderr.write(out[-4000:])
+                    raise SystemExit(f"bench: {impl} chapter 15 {' '.join(size)} printed no "
+                                     "throughput line (its output is above)")
                 rate = float(m.group(1))  # the timed steps' rows over the slowest rank's time
                 row = {"samples_per_s": rate, "step_ms": 1000 * args.tp_batch / rate}
                 if impl == "dist":
@@ -801,10 +805,13 @@ def main():
         if not re.fullmatch(r"[1-9][0-9]*(,[1-9][0-9]*)*", text):
             p.error(f"argument --{name.replace('_', '-')}: want counts like 2,4, got '{text}'")
         setattr(args, name, [int(v) for v in text.split(",")])
-    args.tp_hidden = args.tp_hidden or (64 if quick else 512)
-    args.tp_steps = args.tp_steps or (20 if quick else 100)
-    args.pp_hidden = args.pp_hidden or (32 if quick else 256)
-    args.pp_steps = args.pp_steps or (4 if quick else 10)
+    for name, full, small in (("tp_hidden", 512, 64), ("tp_steps", 100, 20), ("pp_hidden", 256, 32),
+                              ("pp_steps", 10, 4)):
+        if getattr(args, name) is None:
+            setattr(args, name, small if quick else full)
+        if getattr(args, name) < 2:
+            why = "step 1 is a warm-up" if name.endswith("steps") else "too small to time"
+            sys.exit(f"bench: --{name.replace('_', '-')} must be at least 2 ({why})")
     args.pp_layers, args.pp_batch = 8, 256
     args.tp_sizes = [s for s in TP_SIZES if not quick or s[2] < 4]  # --quick: no TP = 4
     if args.tp_batch % 2 or args.tp_hidden % 4:

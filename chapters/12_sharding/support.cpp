@@ -283,15 +283,6 @@ std::string stage_name(int stage) {
   }
 }
 
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (n < 0 ? "-" : "") + out;
-}
-
 std::string mib(std::int64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));

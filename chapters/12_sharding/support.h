@@ -190,7 +190,7 @@ std::pair<std::int64_t, std::int64_t> evaluate(
 std::string stage_name(int stage);
 
 // Bytes as people read them: "10,101,024" and "9.63 MiB".
-std::string grouped(std::int64_t n);
+using dist::grouped;  // 1,234,567 (dist/log.h)
 std::string mib(std::int64_t bytes);
 std::string scientific(double value);  // "3.1e-07"
 

@@ -167,15 +167,6 @@ std::int64_t powersgd_values(const std::vector<dist::Parameter*>& params, int r)
   return total;
 }
 
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (n < 0 ? "-" : "") + out;
-}
-
 std::string fixed6(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6f", value);

@@ -76,7 +76,7 @@ bool same_on_every_rank(const std::vector<float>& mine);
 std::int64_t powersgd_values(const std::vector<dist::Parameter*>& params, int r);
 
 // Printing.
-std::string grouped(std::int64_t n);  // 1,234,567
+using dist::grouped;  // 1,234,567 (dist/log.h)
 std::string fixed6(double value);
 
 }  // namespace ch13

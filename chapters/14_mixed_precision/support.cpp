@@ -143,13 +143,4 @@ std::string fixed4(double value) {
   return text;
 }
 
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (n < 0 ? "-" : "") + out;
-}
-
 }  // namespace ch14

@@ -64,6 +64,6 @@ std::vector<float> values(const std::vector<dist::Parameter*>& params);
 // Printing.
 std::string exact(double value);  // every digit a float16/bfloat16 value needs: 0.0999755859375
 std::string fixed4(double value);
-std::string grouped(std::int64_t n);  // 1,234,567
+using dist::grouped;  // 1,234,567 (dist/log.h)
 
 }  // namespace ch14

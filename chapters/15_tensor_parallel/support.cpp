@@ -167,15 +167,6 @@ std::string calls_text(const Traffic& t) {
   return t.calls.empty() ? "no call" : s;
 }
 
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (n < 0 ? "-" : "") + out;
-}
-
 std::string sci(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1e", value);

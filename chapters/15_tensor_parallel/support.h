@@ -68,7 +68,7 @@ Agreement compare_output(const dist::Tensor& tp_out, const dist::Tensor& one_out
 // Printing.
 std::string members(const std::vector<int>& ranks);  // "[0, 2]"
 std::string calls_text(const Traffic& t);  // "1 all_reduce", "1 all_gather_into_tensor + ..."
-std::string grouped(std::int64_t n);       // 1,234,567
+using dist::grouped;                       // 1,234,567 (dist/log.h)
 std::string sci(double value);             // 3.1e-08
 std::string fixed6(double value);
 

@@ -75,10 +75,9 @@ Run train_pipelined(ScheduleKind kind, const dist::SequentialSpec& spec, const F
     // Replica d's rows: [d B/N, (d + 1) B/N) of the step's batch.
     const std::int64_t first = std::int64_t{step} * f.batch_size + mesh.coordinate("dp") * rows;
     // The batch enters on the first stage, the targets on the last; the others pass {}.
-    const dist::Tensor x =
-        stage.is_first() ? inputs(first, rows).to(dist::get_device()) : dist::Tensor();
-    const dist::Tensor y =
-        stage.is_last() ? targets(first, rows).to(dist::get_device()) : dist::Tensor();
+    const dist::Device device = dist::get_device();
+    const dist::Tensor x = stage.is_first() ? inputs(first, rows).to(device) : dist::Tensor();
+    const dist::Tensor y = stage.is_last() ? targets(first, rows).to(device) : dist::Tensor();
     const auto start = std::chrono::steady_clock::now();
     sgd.zero_grad();
     const std::vector<double> losses = schedule->step(x, y);  // begins with a barrier

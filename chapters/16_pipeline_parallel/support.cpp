@@ -255,15 +255,6 @@ std::string widths(const dist::SequentialSpec& spec) {
   return text;
 }
 
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string loss6(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);

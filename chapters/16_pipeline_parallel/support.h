@@ -93,7 +93,7 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b);
 std::string describe_layers(const dist::SequentialSpec& spec,
                             dist::LayerRange range);   // Linear(16, 32), ReLU
 std::string widths(const dist::SequentialSpec& spec);  // 16-32-4
-std::string grouped(std::int64_t n);                   // 1,234,567
+using dist::grouped;                                   // 1,234,567 (dist/log.h)
 std::string loss6(double value);                       // 6 significant digits
 std::string percent(double fraction);                  // 27.3%
 std::string sci(double value);                         // 3.0e-08

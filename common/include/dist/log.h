@@ -14,6 +14,7 @@
 // Built in: common/src/base/log.cpp.
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -49,5 +50,9 @@ Line err();   // every rank, stderr
 // Writes `text` (already complete lines) to stdout/stderr with one write() call.
 void write_stdout(const std::string& text);
 void write_stderr(const std::string& text);
+
+// An integer with its thousands grouped by commas, as the chapters print byte counts:
+// grouped(10100896) is "10,100,896", grouped(-1234) "-1,234" (Python's f"{n:,}").
+std::string grouped(std::int64_t n);
 
 }  // namespace dist

@@ -60,19 +60,20 @@
 // the p2p layer's dist::Error on the receiver, naming both ranks and sizes, and the sender fails
 // at once after it (dist/process_group.h); the schedule lets both pass.
 //
-// PyTorch: torch 2.x has this as torch.distributed.pipelining (from 2.4): pipeline(module,
-// mb_args, split_spec={"layers.4": SplitPoint.BEGINNING}) traces and cuts a model where it is
-// told (or where pipe_split() marks it), PipelineStage(submodule, stage_index, num_stages, device,
-// group=pp_group) is one rank's part, and ScheduleGPipe(stage, n_microbatches, loss_fn) or
-// Schedule1F1B(...) runs schedule.step(x) on the first stage, schedule.step(target=y,
-// losses=losses) on the last, schedule.step() between. Its schedules compute each micro-batch's
-// loss with loss_fn and, with scale_grads=True (the default in today's source; the option came in
-// 2025, and releases before it kept the sum), divide the summed gradients by n_microbatches at
-// the end of step(), as here. Its Schedule1F1B refuses n_microbatches < num_stages (a ValueError);
-// here the warm-up is cut to m instead. Its p2p goes through batch_isend_irecv. torch 1.13 has
-// none of this: its torch.distributed.pipeline.sync.Pipe (from torchgpipe) runs GPipe inside one
-// process over several GPUs (it needs the RPC framework initialised, and checkpoints activations
-// by default), not across ranks.
+// PyTorch: torch 2.x has this as torch.distributed.pipelining (from 2.4): pipeline(module, mb_args,
+// split_spec={"layers.4": SplitPoint.BEGINNING}) traces and cuts a model where it is told (or where
+// pipe_split() marks it), PipelineStage(submodule, stage_index, num_stages, device, group=pp_group)
+// is one rank's part (earlier releases also wanted an example input_args), and ScheduleGPipe(stage,
+// n_microbatches, loss_fn) or Schedule1F1B(...) runs schedule.step(x) on the first stage,
+// schedule.step(target=y, losses=losses) on the last, schedule.step() between. Its schedules
+// compute each micro-batch's loss with loss_fn and, with scale_grads=True (the default since the
+// option came in January 2025, pytorch/pytorch#144352; the schedules before it kept the sum),
+// divide the summed gradients by n_microbatches at the end of step(), as here. In today's source
+// both schedules refuse n_microbatches < num_stages (a ValueError); here they run, 1F1B's warm-up
+// cut to m. Its p2p goes through batch_isend_irecv. torch 1.13 has none of this: its
+// torch.distributed.pipeline.sync.Pipe (from torchgpipe) runs GPipe inside one process over several
+// GPUs (it needs the RPC framework initialised, and checkpoints activations by default), not across
+// ranks.
 //
 // What differs from torch: the model is a spec, not a traced module; the stage is told the batch
 // size (torch infers shapes from the first micro-batch), so that an m that does not divide the
@@ -222,7 +223,7 @@ enum class PipelineLoss { kMse, kCrossEntropy };
 struct ScheduleOptions {
   std::int64_t batch_size = 0;  // rows of the whole batch: n_microbatches must divide it
   PipelineLoss loss = PipelineLoss::kMse;
-  bool scale_grads = true;  // divide the summed gradients by n_microbatches (torch 2.7's default)
+  bool scale_grads = true;  // divide the summed gradients by n_microbatches (torch's default)
 };
 
 // One span of a stage's step: "F3" or "B3", in seconds since the step began (its barrier).

@@ -31,8 +31,8 @@
 //   g, ReduceFromTensorParallelRegion (reduce_from_tensor_model_parallel_region): forward
 //     all_reduces the partial outputs, backward is the identity.
 // So a block makes one all_reduce of rows x out values in forward and one of rows x in values in
-// backward (Gloo sends e·n·(T − 1) bytes for each while it takes the one exchange,
-// common/src/backends/gloo_mesh.h), and nothing else: no weight or gradient ever moves.
+// backward (the library's Gloo backend sends e·n·(T − 1) bytes for each while it takes the one
+// exchange, common/src/backends/gloo_mesh.h), and nothing else: no weight or gradient ever moves.
 //
 // Sequence parallelism (Korthikanti et al., 2022; Megatron's sequence_parallel=True): outside the
 // block the rows (the batch or sequence dimension) are split too, rank r holding rows
@@ -40,15 +40,15 @@
 // reduce_scatter backward) and g ReduceScatterToSequenceParallelRegion (reduce_scatter forward,
 // all_gather backward), the flat all_gather_into_tensor / reduce_scatter_tensor. A ring
 // all_reduce is a reduce_scatter then an all_gather, so where the block's in and out are equal (a
-// transformer's MLP) a ring moves the same bytes either way. (Gloo's mesh here all_reduces a
-// small tensor in one exchange, 4n(T − 1) bytes for n float32 values, where a ring sends about
-// 8n(T − 1)/T; each flat call sends 4(n/T)(T − 1).) What it saves is memory: the block's input
-// and output are n/T rows per rank instead of n, 4(n − n/T)(in + out) bytes for float32. Two
-// choices differ from Megatron's: the column layer keeps the gathered input for its backward
-// (Megatron keeps its n/T rows and gathers them again in backward, saving 4(n − n/T)·in bytes
-// more for one more all_gather), and the row layer's bias gradient is summed over the gathered
-// rows of d loss / d out, which makes it whole on every rank (Megatron sums its own rows and
-// all_reduces the bias gradients of its sequence-parallel parameters later).
+// transformer's MLP) a ring moves the same bytes either way. (This library's Gloo backend
+// all_reduces a small tensor in one exchange, 4n(T − 1) bytes for n float32 values, where a ring
+// sends about 8n(T − 1)/T; each flat call sends 4(n/T)(T − 1).) What it saves is memory: the
+// block's input and output are n/T rows per rank instead of n, 4(n − n/T)(in + out) bytes for
+// float32. Two choices differ from Megatron's: the column layer keeps the gathered input for its
+// backward (Megatron keeps its n/T rows and gathers them again in backward, saving 4(n − n/T)·in
+// bytes more for one more all_gather), and the row layer's bias gradient is summed over the
+// gathered rows of d loss / d out, which makes it whole on every rank (Megatron sums its own rows
+// and all_reduces the bias gradients of its sequence-parallel parameters later).
 //
 // Rounding. A value one rank computes alone (the column layer's output, d loss / d W and d b; the
 // row layer's d loss / d W, d b and d loss / d x) is computed as one process computes it: the same
@@ -72,10 +72,11 @@
 //
 // PyTorch: torch 1.13 has no tensor parallelism; a 1.13 program builds the layers by hand with
 // torch.distributed calls (the chapter's twin). torch 2.x has
-// torch.distributed.tensor.parallel.parallelize_module(module, mesh["tp"], plan) with the styles
-// ColwiseParallel and RowwiseParallel (2.2's documentation; 2.1's also listed PairwiseParallel),
-// and SequenceParallel in later releases' documentation: they shard a whole module's parameters
-// as DTensors (distribute_tensor), as the constructors here slice a whole dist::Linear, and insert
+// torch.distributed.tensor.parallel.parallelize_module(module, mesh["tp"], plan) (from 2.0) with
+// the styles ColwiseParallel and RowwiseParallel (2.2's documentation lists only these; 2.1's
+// also listed PairwiseParallel and an older SequenceParallel), and by 2.4's documentation a new
+// SequenceParallel for the layers around the block: they shard a whole module's parameters as
+// DTensors (distribute_tensor), as the constructors here slice a whole dist::Linear, and insert
 // the same collectives.
 //
 // Taught in: chapter 15 (tensor parallel; DP x TP on a 2-D mesh).

@@ -104,4 +104,17 @@ void write_stderr(const std::string& text) {
   write_all(STDERR_FILENO, text);
 }
 
+std::string grouped(std::int64_t n) {
+  // The magnitude as unsigned, so that the most negative int64 has one too.
+  const std::uint64_t magnitude =
+      n < 0 ? ~static_cast<std::uint64_t>(n) + 1 : static_cast<std::uint64_t>(n);
+  const std::string digits = std::to_string(magnitude);
+  std::string out = n < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 }  // namespace dist
