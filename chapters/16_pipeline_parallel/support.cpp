@@ -3,6 +3,8 @@
 #include <dist/cli.h>
 #include <dist/optim.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -21,6 +23,10 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
   cli.add_int("--batch-size", &f.batch_size, "rows of each step's batch", 1, 65536);
   cli.add_int("--microbatches", &f.microbatches,
               "m: micro-batches a batch is cut into (must divide --batch-size)", 1, 4096);
+  cli.add_int("--dp", &f.dp,
+              "N: data-parallel replicas of the pipeline (must divide the world size); each "
+              "takes B/N rows of each batch",
+              1, 4096);
   cli.add_int("--steps", &f.steps, "SGD steps of each schedule", 1, 10000);
   cli.add_double("--lr", &f.lr, "SGD's learning rate", 1e-6, 10);
   cli.add_string("--schedule", &f.schedule, "gpipe, 1f1b, or both");
@@ -38,6 +44,12 @@ std::optional<Flags> parse_flags(int argc, char** argv) {
     throw dist::ConfigError("--schedule " + f.schedule + ": use gpipe, 1f1b or both");
   }
   // The library refuses it too (ScheduleOptions::batch_size); said here in the flags' words.
+  if (f.dp > 1 && (f.batch_size % f.dp != 0 || (f.batch_size / f.dp) % f.microbatches != 0)) {
+    throw dist::ConfigError("--microbatches " + std::to_string(f.microbatches) + " x --dp " +
+                            std::to_string(f.dp) + " does not divide --batch-size " +
+                            std::to_string(f.batch_size) +
+                            ": each replica's micro-batches must have the same number of rows");
+  }
   if (f.batch_size % f.microbatches != 0) {
     throw dist::ConfigError("--microbatches " + std::to_string(f.microbatches) +
                             " does not divide --batch-size " + std::to_string(f.batch_size) +
@@ -91,25 +103,36 @@ std::vector<std::vector<float>> values(const std::vector<dist::Parameter*>& para
   return out;
 }
 
-Trained train_one_process(const dist::SequentialSpec& spec, const Flags& f) {
-  dist::Sequential model(spec);  // the unsplit model: the reference
+Trained train_one_process(const dist::SequentialSpec& spec, const Flags& f, int replica,
+                          dist::ProcessGroup* dp) {
+  const dist::Device device = dist::get_device();
+  dist::Sequential model(spec, device);  // the unsplit model: the reference
   dist::SGD sgd(model.parameters(), f.lr);
   Trained t;
-  const std::int64_t rows = f.batch_size / f.microbatches;
+  const std::int64_t replica_rows = f.batch_size / f.dp, rows = replica_rows / f.microbatches;
   for (int step = 0; step < f.steps; ++step) {
     sgd.zero_grad();
-    const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
+    const std::int64_t first = std::int64_t{step} * f.batch_size + replica * replica_rows;
     double sum = 0;
     for (int i = 0; i < f.microbatches; ++i) {
-      const dist::Tensor out = model.forward(inputs(first + i * rows, rows));
-      const dist::MseLoss loss = dist::mse_loss(out, targets(first + i * rows, rows));
+      const dist::Tensor out = model.forward(inputs(first + i * rows, rows).to(device));
+      const dist::MseLoss loss = dist::mse_loss(out, targets(first + i * rows, rows).to(device));
       sum += loss.loss;
       model.backward(loss.grad);
     }
     if (f.microbatches > 1)
       for (dist::Parameter* p : model.parameters()) p->grad /= static_cast<double>(f.microbatches);
+    // DDP's mean over the replicas, written here apart from average_gradients so that a slip in
+    // that one shows: each parameter's all_reduce has the same size on every "dp" group, so it
+    // sums the replicas in the same order as the stages' on theirs; then / N.
+    if (dp != nullptr && dp->size() > 1) {
+      for (dist::Parameter* p : model.parameters()) {
+        dp->all_reduce(p->grad, dist::ReduceOp::SUM);
+        p->grad /= dp->size();
+      }
+    }
     sgd.step();
-    t.losses.push_back(sum / f.microbatches);
+    t.losses.push_back(dp != nullptr ? mean_over(*dp, sum / f.microbatches) : sum / f.microbatches);
   }
   t.params = values(model.parameters());
   return t;
@@ -123,6 +146,65 @@ std::vector<std::vector<float>> stage_part(const Trained& whole, const dist::Seq
     (i < range.begin ? before : inside) += 1;
   }
   return {whole.params.begin() + 2 * before, whole.params.begin() + 2 * (before + inside)};
+}
+
+namespace {
+
+// |a - b| relative to max(1, |b|); 0 when both diverged (inf or NaN).
+double difference(double a, double b) {
+  if (!std::isfinite(a) && !std::isfinite(b)) return 0;
+  const double d = std::fabs(a - b) / std::max(1.0, std::fabs(b));
+  return std::isnan(d) ? HUGE_VAL : d;
+}
+
+}  // namespace
+
+double largest_difference(const std::vector<std::vector<float>>& a,
+                          const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    for (std::size_t j = 0; j < std::min(a[i].size(), b[i].size()); ++j)
+      worst = std::max(worst, difference(a[i][j], b[i][j]));
+  return worst;
+}
+
+double largest_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, difference(a[i], b[i]));
+  return worst;
+}
+
+double max_over_ranks(double value) {
+  dist::Tensor t = dist::full(1, value, dist::kFloat64, dist::get_device());
+  dist::default_group().all_reduce(t, dist::ReduceOp::MAX);
+  return t.item(0);
+}
+
+void average_gradients(const std::vector<dist::Parameter*>& params, dist::ProcessGroup& dp) {
+  for (dist::Parameter* p : params) {
+    dp.all_reduce(p->grad, dist::ReduceOp::SUM);
+    p->grad /= dp.size();
+  }
+}
+
+double mean_over(dist::ProcessGroup& dp, double value) {
+  if (dp.size() == 1) return value;
+  dist::Tensor mean = dist::full(1, value / dp.size(), dist::kFloat64, dist::get_device());
+  dp.all_reduce(mean, dist::ReduceOp::SUM);
+  return mean.item(0);
+}
+
+void print_replicas(dist::DeviceMesh& mesh, const Flags& f) {
+  dist::out0() << "mesh " << mesh.str() << ": a row is a replica's pipeline (\"pp\"), a column "
+               << "a \"dp\" group";
+  if (mesh.coordinate("pp") != 0) return;
+  const int d = mesh.coordinate("dp");
+  const std::int64_t rows = f.batch_size / f.dp;
+  std::string ranks;
+  for (int r : mesh.group("pp").ranks()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  dist::out() << "replica " << d << " of " << f.dp << ": stages on ranks [" << ranks << "], rows "
+              << d * rows << ".." << (d + 1) * rows - 1 << " of each batch of " << f.batch_size;
 }
 
 bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
@@ -165,6 +247,12 @@ std::string widths(const dist::SequentialSpec& spec) {
 std::string loss6(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+std::string sci(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1e", value);
   return text;
 }
 

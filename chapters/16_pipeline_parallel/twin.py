@@ -12,8 +12,16 @@ dist.isend / dist.irecv (Gloo has them in 1.13), their gradients come back the s
 autograd keeps each micro-batch's graph until its backward (the stash). torch 2.4's
 torch.distributed.pipelining has all of it (PipelineStage, ScheduleGPipe, Schedule1F1B).
 
+With --dp N the ranks are N replicas of a pipeline of world/N stages, as the library's
+{"dp": N, "pp": world/N} mesh lays them out (torch 2.x: init_device_mesh("cpu", (N, world // N),
+mesh_dim_names=("dp", "pp"))); torch 1.13 has no DeviceMesh, so every rank makes every row ("pp")
+and column ("dp") group with dist.new_group, in the same order. Each replica takes its B/N rows,
+and after each backward every stage all_reduces its gradients over its "dp" group and divides by
+N, as DDP does.
+
 Each rank also trains the unsplit model alone on the same micro-batches and compares its own
-layers' weights with torch.equal: bit for bit, in torch's arithmetic. The losses are torch's;
+layers' weights with torch.equal: bit for bit, in torch's arithmetic. With --dp N that process
+runs its replica's micro-batches and averages every grad over its "dp" group as the stages do. The losses are torch's;
 they agree with the library's to float32 rounding (the parity test's tolerance).
 """
 import argparse
@@ -145,8 +153,10 @@ def stash_bytes(stage, rows, last):
 class Stage:
     """One rank's stage and one schedule's step: sends and receives around each F and B."""
 
-    def __init__(self, module, p, s, m, rows, in_width, out_width):
-        self.module, self.p, self.s, self.m, self.rows = module, p, s, m, rows
+    def __init__(self, module, pp, s, m, rows, in_width, out_width):
+        # pp: (the replica's group, its global ranks); isend/irecv take global ranks in 1.13.
+        self.group, self.ranks = pp
+        self.module, self.p, self.s, self.m, self.rows = module, len(self.ranks), s, m, rows
         self.in_width, self.out_width = in_width, out_width
         self.peak = 0
         self.spans = []
@@ -161,7 +171,7 @@ class Stage:
                     h = x[i * self.rows:(i + 1) * self.rows]
                 else:
                     h = torch.empty(self.rows, self.in_width)
-                    dist.irecv(h, self.s - 1, tag=2 * i).wait()
+                    dist.irecv(h, self.ranks[self.s - 1], self.group, tag=2 * i).wait()
                     h.requires_grad_()
                     start = time.perf_counter() - t0
                 o = self.module(h)
@@ -169,7 +179,8 @@ class Stage:
                     o = F.mse_loss(o, y[i * self.rows:(i + 1) * self.rows])
                     losses.append(o.item())
                 else:
-                    sends.append(dist.isend(o.detach(), self.s + 1, tag=2 * i))
+                    sends.append(dist.isend(o.detach(), self.ranks[self.s + 1], self.group,
+                                            tag=2 * i))
                 stash[i] = (h, o)
                 self.peak = max(self.peak, len(stash))
             else:
@@ -178,35 +189,48 @@ class Stage:
                     o.backward()
                 else:
                     g = torch.empty(self.rows, self.out_width)
-                    dist.irecv(g, self.s + 1, tag=2 * i + 1).wait()
+                    dist.irecv(g, self.ranks[self.s + 1], self.group, tag=2 * i + 1).wait()
                     start = time.perf_counter() - t0
                     o.backward(g)
                 if self.s > 0:
-                    sends.append(dist.isend(h.grad, self.s - 1, tag=2 * i + 1))
+                    sends.append(dist.isend(h.grad, self.ranks[self.s - 1], self.group,
+                                            tag=2 * i + 1))
             self.spans.append((f"{action}{i}", start, time.perf_counter() - t0))
         for work in sends:
             work.wait()
         return losses
 
 
-def one_process(spec, args):
-    """The unsplit model on the same micro-batches, one after the other, grads summed then / m."""
+def one_process(spec, args, m, n=1, replica=0, dp=None):
+    """The unsplit model on one replica's micro-batches, one after the other, grads summed then
+    / m; with dp (the replica's "dp" group), every grad then all_reduced over it and / n, and the
+    loss averaged over it, as the stages do. n = 1: one process on the whole batch (m = N x
+    --microbatches: the replicas' micro-batches, replica by replica)."""
     model = build(spec, 0, len(spec))
     sgd = torch.optim.SGD(model.parameters(), lr=args.lr)
-    rows, losses = args.batch_size // args.microbatches, []
+    rows_r = args.batch_size // n
+    rows, losses = rows_r // m, []
     for step in range(args.steps):
         sgd.zero_grad()
-        first, total = step * args.batch_size, 0.0
-        for i in range(args.microbatches):
+        first, total = step * args.batch_size + replica * rows_r, 0.0
+        for i in range(m):
             loss = F.mse_loss(model(inputs(first + i * rows, rows)),
                               targets(first + i * rows, rows))
             total += loss.item()
             loss.backward()
-        if args.microbatches > 1:
-            for param in model.parameters():
-                param.grad /= args.microbatches
+        for param in model.parameters():
+            if m > 1:
+                param.grad /= m
+            if dp is not None and n > 1:
+                dist.all_reduce(param.grad, group=dp)
+                param.grad /= n
         sgd.step()
-        losses.append(total / args.microbatches)
+        loss = total / m
+        if dp is not None and n > 1:
+            mean = torch.tensor([loss / n], dtype=torch.float64)
+            dist.all_reduce(mean, group=dp)
+            loss = mean.item()
+        losses.append(loss)
     return model, losses
 
 
@@ -216,6 +240,7 @@ def main():
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--dp", type=int, default=1)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--schedule", choices=["gpipe", "1f1b", "both"], default="both")
@@ -226,54 +251,89 @@ def main():
                              "GPipe's first; the first step (a warm-up) is left out (for "
                              "bench/run.py)")
     args = parser.parse_args()
+    if args.dp > 1 and args.batch_size % (args.dp * args.microbatches):
+        raise SystemExit(f"--microbatches {args.microbatches} x --dp {args.dp} does not divide "
+                         f"--batch-size {args.batch_size}")
     if args.batch_size % args.microbatches:
         raise SystemExit(f"--microbatches {args.microbatches} does not divide --batch-size "
                          f"{args.batch_size}")
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    rank, p, m = dist.get_rank(), dist.get_world_size(), args.microbatches
+    rank, world, m, n = dist.get_rank(), dist.get_world_size(), args.microbatches, args.dp
     spec = model_layers(args.layers, args.hidden)
+    # The mesh's groups by new_group, row-major as torch.arange(world).view(dp, pp): a row is a
+    # replica's pipeline, a column a "dp" group. Every rank makes every group, in the same order.
+    if world % n:
+        raise SystemExit(f"--dp {n} does not divide the world size {world}")
+    p = world // n
+    grid = torch.arange(world).view(n, p).tolist()
+    for row in grid:
+        group = dist.new_group(row)
+        if rank in row:
+            pp = (group, row)
+    for j in range(p):
+        column = [grid[i][j] for i in range(n)]
+        group = dist.new_group(column)
+        if rank in column:
+            dp = group
+    d, s = rank // p, rank % p  # this rank's replica, and its stage
+    rows_r = args.batch_size // n  # a replica's rows of each batch
+    if n > 1:
+        out0(f"mesh {grid} (dp, pp): a row is a replica's pipeline (\"pp\"), a column a \"dp\" "
+             "group")
+        if s == 0:
+            out(f"replica {d} of {n}: stages on ranks {pp[1]}, rows {d * rows_r}.."
+                f"{(d + 1) * rows_r - 1} of each batch of {args.batch_size}")
 
     # ---- Step 1: the model cut into p stages, one per rank
     cut = split_stages(spec, p)
-    begin, end = cut[rank]
+    begin, end = cut[s]
     widths = "-".join(str(w) for w in [FEATURES] + [b for k, _, b in spec if k == "Linear"])
+    each = f" ({rows_r} per replica)" if n > 1 else ""
     out0(f"MLP {widths} ({args.layers} Linear layers) cut into {p} stage{'' if p == 1 else 's'}; "
-         f"a batch of {args.batch_size} rows in {m} micro-batches of {args.batch_size // m}")
-    out(f"stage {rank}: layers {begin}..{end - 1}: {describe(spec, begin, end)}")
-    hidden = args.hidden + 1 if args.mistake and rank == p - 1 else args.hidden
+         f"a batch of {args.batch_size} rows{each} in {m} micro-batches of {rows_r // m}")
+    out(f"stage {s}: layers {begin}..{end - 1}: {describe(spec, begin, end)}")
+    hidden = args.hidden + 1 if args.mistake and s == p - 1 else args.hidden
     built = model_layers(args.layers, hidden)
 
     # ---- Step 2: the two schedules: the order each stage runs its micro-batches in
     kinds = [k for k, flag in (("GPipe", "gpipe"), ("1F1B", "1f1b"))
              if args.schedule in (flag, "both")]
     for kind in kinds:
-        text = " ".join(f"{a}{i}" for a, i in order(kind, p, rank, m))
+        text = " ".join(f"{a}{i}" for a, i in order(kind, p, s, m))
         out(f"{kind}{' ' if kind == '1F1B' else ''} order: {text}")
-    rows = args.batch_size // m
+    rows = rows_r // m
     runs = []
     for kind in kinds:
         module = build(built, begin, end)
         in_width = built[begin][1]
         out_width = [w for k, _, w in built[begin:end] if k == "Linear"][-1]
-        stage = Stage(module, p, rank, m, rows, in_width, out_width)
+        stage = Stage(module, pp, s, m, rows, in_width, out_width)
         sgd = torch.optim.SGD(module.parameters(), lr=args.lr)
         losses, timed = [], 0.0  # timed: the steps alone (--throughput)
         for step in range(args.steps):
-            first = step * args.batch_size
-            x, y = inputs(first, args.batch_size), targets(first, args.batch_size)
+            first = step * args.batch_size + d * rows_r  # replica d's rows
+            x, y = inputs(first, rows_r), targets(first, rows_r)
             start = time.perf_counter()
             sgd.zero_grad()
-            dist.barrier()
+            dist.barrier(group=pp[0])
             t0 = time.perf_counter()
             step_losses = stage.step(kind, x, y, t0)
-            if m > 1:
-                for param in module.parameters():
+            for param in module.parameters():
+                if m > 1:
                     param.grad /= m
+                if n > 1:  # DDP's mean over the replicas: this stage's grads over "dp", / N
+                    dist.all_reduce(param.grad, group=dp)
+                    param.grad /= n
             sgd.step()
             if step > 0 or args.steps == 1:  # step 0: a warm-up
                 timed += time.perf_counter() - start
-            losses.append(sum(step_losses) / m)
+            loss = sum(step_losses) / m
+            if n > 1 and s == p - 1:  # the batch's: the replicas' means averaged over "dp"
+                mean = torch.tensor([loss / n], dtype=torch.float64)
+                dist.all_reduce(mean, group=dp)
+                loss = mean.item()
+            losses.append(loss)
         if args.throughput:  # every stage's steps over the slowest stage's seconds
             slowest = torch.tensor([timed], dtype=torch.float64)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
@@ -283,9 +343,9 @@ def main():
         runs.append((kind, module, stage, losses))
 
     # ---- Step 3: what each stage holds at its peak, and the bubble
-    last = rank == p - 1
+    last = s == p - 1
     for kind, module, stage, _ in runs:
-        want = m if kind == "GPipe" else min(p - rank, m)
+        want = m if kind == "GPipe" else min(p - s, m)
         form = "m = " if kind == "GPipe" else "min(p - s, m) = "
         plural = "" if stage.peak == 1 else "es"
         out(f"{kind}: at most {stage.peak} micro-batch{plural} stashed, "
@@ -295,17 +355,17 @@ def main():
     if args.trace:
         for kind, _, stage, _ in runs:
             every = [None] * p
-            dist.all_gather_object(every, stage.spans)
+            dist.all_gather_object(every, stage.spans, group=pp[0])
             if rank == 0:
-                begin_s = min(s[1] for spans in every for s in spans)
-                end_s = max(s[2] for spans in every for s in spans)
+                begin_s = min(span[1] for spans in every for span in spans)
+                end_s = max(span[2] for spans in every for span in spans)
                 window = end_s - begin_s
                 idle = [window - sum(e - b for _, b, e in spans) for spans in every]
                 os.makedirs(args.trace, exist_ok=True)
                 path = f"{args.trace}/{'gpipe' if kind == 'GPipe' else '1f1b'}_twin.json"
-                events = [{"name": n, "ph": "X", "pid": 0, "tid": s, "ts": (b - begin_s) * 1e6,
-                           "dur": (e - b) * 1e6} for s, spans in enumerate(every)
-                          for n, b, e in spans]
+                events = [{"name": a, "ph": "X", "pid": 0, "tid": t, "ts": (b - begin_s) * 1e6,
+                           "dur": (e - b) * 1e6} for t, spans in enumerate(every)
+                          for a, b, e in spans]
                 with open(path, "w") as f:
                     json.dump({"traceEvents": events}, f)
                 out0(f"{kind}: bubble measured {100 * sum(idle) / (p * window):.1f}% of the last "
@@ -313,23 +373,52 @@ def main():
                      f"trace {path}")
 
     # ---- Step 4: training: the weights equal one process's with the same micro-batches
-    reference, ref_losses = one_process(spec, args)
+    # With --dp N: one process per replica (its rows, its m micro-batches), every grad all_reduced
+    # over this rank's "dp" group and / N as the stages do: the same sums in the same order.
+    reference, ref_losses = one_process(spec, args, m, n, d, dp)
     mine = [param for i, layer in enumerate(reference) if begin <= i < end
             for param in layer.parameters()]
+
+    def same(a, b):  # bit for bit, a NaN equal to the same NaN (--lr 10 diverges alike)
+        return torch.equal(a.detach().view(torch.int32), b.detach().view(torch.int32))
+
     ok = True
     for kind, module, _, losses in runs:
-        # Bit for bit, a NaN equal to the same NaN (--lr 10 diverges alike in both runs).
-        ok = ok and all(torch.equal(a.detach().view(torch.int32), b.detach().view(torch.int32))
-                        for a, b in zip(module.parameters(), mine))
+        ok = ok and all(same(a, b) for a, b in zip(module.parameters(), mine))
         ok = ok and (not last or [struct.pack("<d", v) for v in losses]
                      == [struct.pack("<d", v) for v in ref_losses])
-        if last:
+        if last and d == 0:
             out(f"{kind}: loss per step {', '.join(f'{v:.6g}' for v in losses)}")
     verdict = torch.tensor([int(ok)])
     dist.all_reduce(verdict, op=dist.ReduceOp.MIN)
     both = " (either schedule)" if len(kinds) == 2 else ""
-    out0(f"after {args.steps} steps, every stage's weights{both} equal one process's with the "
-         f"same {m} micro-batches, bit for bit: {'yes' if verdict.item() else 'NO'}")
+    whose = "one process's" if n == 1 else "one process per replica's"
+    over = "" if n == 1 else ", averaged over \"dp\""
+    out0(f"after {args.steps} steps, every stage's weights{both} equal {whose} with the same "
+         f"{m} micro-batches{over}, bit for bit: {'yes' if verdict.item() else 'NO'}")
+    if n > 1:  # information, not a check: the same sums in another order (support.h)
+        whole, whole_losses = one_process(spec, args, n * m)
+        part = [param for i, layer in enumerate(whole) if begin <= i < end
+                for param in layer.parameters()]
+        worst = 0.0
+
+        def largest(a, b):
+            a, b = a.double(), b.double()
+            both_off = ~torch.isfinite(a) & ~torch.isfinite(b)  # both diverged: equal
+            diff = torch.where(both_off, torch.zeros_like(a), (a - b).abs() / b.abs().clamp(min=1))
+            diff = torch.nan_to_num(diff, nan=math.inf)
+            return diff.max().item() if diff.numel() else 0.0
+
+        for kind, module, _, losses in runs:
+            worst = max([worst] + [largest(a.detach(), b.detach())
+                                   for a, b in zip(module.parameters(), part)])
+            if last:
+                worst = max(worst, largest(torch.tensor(losses, dtype=torch.float64),
+                                           torch.tensor(whole_losses, dtype=torch.float64)))
+        largest_all = torch.tensor([worst], dtype=torch.float64)
+        dist.all_reduce(largest_all, op=dist.ReduceOp.MAX)
+        out0(f"largest difference from one process on the whole batch ({n} x {m} = {n * m} "
+             f"micro-batches): {largest_all.item():.1e} of max(1, |value|), any rank")
     dist.destroy_process_group()
     if not verdict.item():
         out0("MISMATCH: the weights or losses differ from one process's")
