@@ -18,6 +18,9 @@
 
 #include "dist/device_mesh.h"
 #include "dist/dist.h"
+#include "dist/nn.h"
+#include "dist/pipeline.h"
+#include "dist/tensor_parallel.h"
 #include "ranks.h"
 
 namespace {
@@ -135,8 +138,44 @@ TEST(NewGroup, ARankOutsideTheGroupIsRefusedEveryCallNamingTheGroup) {
     if (!contains(error_of<dist::ConfigError>([&] { auto w = group->irecv(t, 1, 0); }),
                   "irecv on global rank 1"))
       return fail(rank, "irecv not refused");
+    // What builds on a group refuses it too, before it reads a slice at rank -1.
+    const dist::SequentialSpec spec = dist::mlp_spec({4, 4, 4}, 1);
+    if (!contains(error_of<dist::ConfigError>([&] { dist::PipelineStage stage(spec, *group); }),
+                  "PipelineStage on global rank 1, which is not in its group (global ranks 0, 2)"))
+      return fail(rank, "PipelineStage not refused");
+    const dist::Linear fc(4, 4, {std::vector<float>(16, 0.5f), std::vector<float>(4, 0.f)});
+    if (!contains(error_of<dist::ConfigError>([&] { dist::ColumnParallelLinear c(fc, *group); }),
+                  "ColumnParallelLinear on global rank 1"))
+      return fail(rank, "ColumnParallelLinear not refused");
+    if (!contains(error_of<dist::ConfigError>([&] { dist::RowParallelLinear r(fc, *group); }),
+                  "RowParallelLinear on global rank 1"))
+      return fail(rank, "RowParallelLinear not refused");
     return 0;
   }));
+}
+
+TEST(NewGroup, PointToPointErrorsNameGroupAndGlobalRanks) {
+  auto results = run_group(4, {.backend = "gloo", .timeout = 20s}, [](int rank) {
+    auto group = dist::new_group({1, 3});
+    if (!group->is_member()) return 0;
+    if (rank == 1) {
+      Tensor two = Tensor::from(std::vector<float>{1, 2});
+      try {
+        group->send(two, 1, 0);
+      } catch (const dist::Error&) {
+        // The receiver refuses it and closes the group: the sender fails too (its words are
+        // Gloo's timing); the receiver's words are the ones checked.
+      }
+      return 0;
+    }
+    Tensor three(3, dist::kFloat32);
+    const std::string error = error_of<dist::Error>([&] { group->recv(three, 0, 0); });
+    const std::string expected =
+        "recv from group rank 0 (global rank 1) (tag 0) expected 3 float32 elements; group rank 0 "
+        "(global rank 1) sent 2 float32 elements (on group rank 1 (global rank 3))";
+    return contains(error, expected) ? 0 : fail(rank, "error was: " + error);
+  });
+  expect_all_ok(results);
 }
 
 TEST(NewGroup, RanksThatAskForDifferentRanksAreNamedAtOnce) {

@@ -93,6 +93,7 @@ void recv(Tensor& tensor, int src, int tag = 0);
 // torch's dist.isend, dist.irecv and dist.batch_isend_irecv on the default group: they return
 // at once, with a Work per message to wait() on (dist/process_group.h says what they promise).
 [[nodiscard]] Work isend(const Tensor& tensor, int dst, int tag = 0);
+Work isend(Tensor&& tensor, int dst, int tag = 0) = delete;  // keep it alive until wait()
 [[nodiscard]] Work irecv(Tensor& tensor, int src, int tag = 0);
 [[nodiscard]] std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops);
 

@@ -50,8 +50,10 @@
 // to s + 1; in backward it receives the gradient from s + 1 (tag 2i + 1) and sends its input's
 // gradient to s - 1. Ranks are the group's ranks: stage s is rank s of the PP group (any group:
 // the default one, or new_group(ranks)'s). Sends are isends, waited for before the stage's next
-// forward or backward, so that a send and the receive after it are in flight together, as
-// torch's batch_isend_irecv of the two; receives are irecvs waited for at once (each wait ends by
+// forward or backward, so that on Gloo a send and the receive after it are in flight together, as
+// torch's batch_isend_irecv of the two (on NCCL each message finishes inside its call, and the
+// order below is what keeps the stages from waiting on each other); receives are irecvs waited
+// for at once (each wait ends by
 // the group's timeout). Where a stage would send and receive on the same link at once (1F1B's
 // steady state), the activation goes first: the lower stage sends, then receives, the upper one
 // receives, then sends. So even as blocking sends and receives the program cannot deadlock

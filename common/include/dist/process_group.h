@@ -162,6 +162,7 @@ struct P2POp {
   static P2POp isend(const Tensor& tensor, int dst, int tag = 0) {
     return {Kind::kIsend, const_cast<Tensor*>(&tensor), dst, tag};  // only read
   }
+  static P2POp isend(Tensor&& tensor, int dst, int tag = 0) = delete;  // it must outlive the op
   static P2POp irecv(Tensor& tensor, int src, int tag = 0) {
     return {Kind::kIrecv, &tensor, src, tag};
   }
@@ -200,6 +201,12 @@ class ProcessGroup {
   // the given group.") and skip the call, so a rank that was meant to take part goes on without
   // the result.
   bool is_member() const { return rank_ >= 0; }
+  // Throws the ConfigError a call on a group this rank is not in throws, naming `what` (a layer
+  // or a stage built on the group): what builds on a group calls it first.
+  void require_member(const char* what) const;
+  // "rank 3" on a group of every rank in order; "group rank 1 (global rank 3)" on another, so that
+  // messages name the process as the launcher's "[rank R/W]" prefix does.
+  std::string rank_words(int group_rank) const;
   std::string backend() const { return backend_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -234,14 +241,19 @@ class ProcessGroup {
   // (isend) or arrived (irecv), and throws the message's error. An isend fails if no matching
   // irecv takes it within the group's timeout of its wait(); an irecv if no message comes within
   // the group's timeout of its posting. They do not go through the communication thread of
-  // async_op: several may be in flight at once, to several peers, with several tags, and two ranks
-  // may each isend to the other before either irecvs. Messages between two ranks with the same tag
+  // async_op: several may be in flight at once, to several peers, with several tags, and on Gloo
+  // two ranks may each isend to the other before either irecvs (on NCCL an isend finishes inside
+  // the call, as a group call of its own: pair crossing messages in one batch_isend_irecv, as torch
+  // asks). Messages between two ranks with the same tag
   // match in the order they were posted. Every message carries a header that the receiver checks
   // (see above). An isend's is_completed() turns true once wait() has returned (as torch 1.13's
   // Gloo SendWork); an irecv's as soon as the message has arrived. A message's Work starts when it
   // is posted, ends when it has finished, and its bytes_sent() is the tensor's bytes for an isend,
   // 0 for an irecv. Wait for (or drop) every Work before the group is destroyed.
   [[nodiscard]] Work isend(const Tensor& tensor, int dst, int tag = 0);
+  // A temporary would be freed while the message still reads it: keep the tensor in a variable
+  // until wait() returns (torch's Work keeps it alive; this one does not).
+  Work isend(Tensor&& tensor, int dst, int tag = 0) = delete;
   [[nodiscard]] Work irecv(Tensor& tensor, int src, int tag = 0);
   // Posts every op, in order, and returns their Works in the same order. Every op is checked
   // first: a bad one refuses the batch before any message is posted.
@@ -369,7 +381,7 @@ class ProcessGroup {
   // this rank, `src`, the tag and both sizes and dtypes.
   void check_p2p_header(const P2PHeader& sent, const Tensor& expected, int src, int tag) const;
   // "isend to rank 1 (tag 3, 12 float32 elements)": how errors name a message.
-  static std::string p2p_name(const P2POp& op, bool blocking);
+  std::string p2p_name(const P2POp& op, bool blocking) const;
   // A message the backend has posted. wait() finishes it, by the group's timeout at the latest,
   // or throws; it counts what it sent (count_sent) once it has sent it. in_flight() is false
   // for a message the backend finished while posting it (NCCL), whose wait() returns at once.

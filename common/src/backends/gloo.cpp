@@ -476,21 +476,23 @@ class ProcessGroupGloo : public ProcessGroup {
       m->header_buf = context_->createUnboundBuffer(&m->header, sizeof m->header);
       m->header_buf->recv(op.peer, p2p_slot(false, number, op.tag));
     });
-    return std::make_unique<GlooTransfer>([this, m, what, number, tensor = op.tensor, src = op.peer,
-                                           tag = op.tag] {
-      p2p_errors(what, src,
-                 [&] { done_or_aborted(m->header_buf->waitRecv(left(Clock::now() + timeout()))); });
-      check_p2p_header(m->header, *tensor, src, tag);
-      if (tensor->numel() == 0) return;
-      Tensor host = tensor->is_cuda() ? Tensor(tensor->numel(), tensor->dtype()) : Tensor();
-      void* data = tensor->is_cuda() ? host.data() : tensor->data();
-      p2p_errors(what, src, [&] {
-        auto buf = context_->createUnboundBuffer(data, tensor->nbytes());
-        buf->recv(src, p2p_slot(true, number, tag));
-        done_or_aborted(buf->waitRecv(left(Clock::now() + timeout())));
-      });
-      if (tensor->is_cuda()) tensor->copy_(host);
-    });
+    return std::make_unique<GlooTransfer>(
+        [this, m, what, number, tensor = op.tensor, src = op.peer, tag = op.tag] {
+          // One deadline for the header and the data: the message takes the group's timeout at
+          // most.
+          const Clock::time_point deadline = Clock::now() + timeout();
+          p2p_errors(what, src, [&] { done_or_aborted(m->header_buf->waitRecv(left(deadline))); });
+          check_p2p_header(m->header, *tensor, src, tag);
+          if (tensor->numel() == 0) return;
+          Tensor host = tensor->is_cuda() ? Tensor(tensor->numel(), tensor->dtype()) : Tensor();
+          void* data = tensor->is_cuda() ? host.data() : tensor->data();
+          p2p_errors(what, src, [&] {
+            auto buf = context_->createUnboundBuffer(data, tensor->nbytes());
+            buf->recv(src, p2p_slot(true, number, tag));
+            done_or_aborted(buf->waitRecv(left(deadline)));
+          });
+          if (tensor->is_cuda()) tensor->copy_(host);
+        });
   }
 
   static void done_or_aborted(bool done) {
@@ -502,19 +504,19 @@ class ProcessGroupGloo : public ProcessGroup {
   template <typename Fn>
   void p2p_errors(const std::string& what, int peer, Fn&& fn) {
     with_gloo_errors(fn, [&](const std::string& detail) {
-      const std::string here = " on rank " + std::to_string(rank());
+      const std::string here = " on " + rank_words(rank());
       if (const std::string closed = closed_reason(); !closed.empty()) {
         throw Error(what + " failed" + here + ": this process group was closed after an error (" +
                     closed + "). [gloo: " + detail + "]");
       }
       if (detail.find("Timed out") != std::string::npos ||
           detail.find(" timeout") != std::string::npos) {
-        throw TimeoutError(what + " timed out after " + util::seconds(timeout()) + here +
-                           ": rank " + std::to_string(peer) + " did not post the matching " +
+        throw TimeoutError(what + " timed out after " + util::seconds(timeout()) + here + ": " +
+                           rank_words(peer) + " did not post the matching " +
                            (what.find("send") != std::string::npos ? "recv" : "send") +
                            " (with the same tag) in time. [gloo: " + detail + "]");
       }
-      throw Error(what + " failed" + here + ": rank " + std::to_string(peer) +
+      throw Error(what + " failed" + here + ": " + rank_words(peer) +
                   " closed its connection (it refused the message, exited or crashed; look for "
                   "its error above). [gloo: " +
                   detail + "]");

@@ -198,6 +198,22 @@ int ProcessGroup::group_rank(int global_rank) const {
   return static_cast<int>(it - ranks_.begin());
 }
 
+void ProcessGroup::require_member(const char* what) const {
+  if (is_member()) return;
+  throw ConfigError(std::string(what) + " on global rank " + std::to_string(global_self_) +
+                    ", which is not in its group (global ranks " + rank_list(ranks_) +
+                    "): every rank calls new_group(ranks), but only the ranks in `ranks` may build "
+                    "on the group it returns (check is_member())");
+}
+
+std::string ProcessGroup::rank_words(int group_rank) const {
+  bool whole = true;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) whole = whole && ranks_[i] == static_cast<int>(i);
+  if (whole || group_rank < 0 || group_rank >= size_) return "rank " + std::to_string(group_rank);
+  return "group rank " + std::to_string(group_rank) + " (global rank " +
+         std::to_string(ranks_[static_cast<std::size_t>(group_rank)]) + ")";
+}
+
 void ProcessGroup::check_member(const Call& call) const {
   if (is_member()) return;
   throw ConfigError(std::string(call.name) + " on global rank " + std::to_string(global_self_) +
@@ -496,21 +512,21 @@ void ProcessGroup::check_p2p_header(const P2PHeader& sent, const Tensor& expecte
       sent.tag == tag) {
     return;
   }
-  const std::string from = "rank " + std::to_string(src);
+  const std::string from = rank_words(src);
   std::string what = "recv from " + from + " (tag " + std::to_string(tag) + ") expected " +
                      p2p_count(expected.numel(), dtype_name(expected.dtype())) + "; " + from +
                      " sent " + p2p_count(sent.numel, sent_dtype_name(sent.dtype));
   if (sent.tag != tag) what += " with tag " + std::to_string(sent.tag);
-  throw Error(what + " (on rank " + std::to_string(rank_) +
+  throw Error(what + " (on " + rank_words(rank_) +
               "). Every send must meet a recv with the same tag, size and dtype; the group is "
               "closed, so the sender fails too");
 }
 
-std::string ProcessGroup::p2p_name(const P2POp& op, bool blocking) {
+std::string ProcessGroup::p2p_name(const P2POp& op, bool blocking) const {
   const bool send = op.op == P2POp::Kind::kIsend;
   const char* name = blocking ? (send ? "send" : "recv") : (send ? "isend" : "irecv");
-  return std::string(name) + (send ? " to rank " : " from rank ") + std::to_string(op.peer) +
-         " (tag " + std::to_string(op.tag) + ", " +
+  return std::string(name) + (send ? " to " : " from ") + rank_words(op.peer) + " (tag " +
+         std::to_string(op.tag) + ", " +
          p2p_count(op.tensor->numel(), dtype_name(op.tensor->dtype())) + ")";
 }
 

@@ -47,13 +47,16 @@ void check_dims(const std::vector<MeshDim>& dims, int world_size) {
     if (d.size < 1)
       throw ConfigError("DeviceMesh dimension " + d.name + " has size " + std::to_string(d.size) +
                         ": a size must be at least 1");
-    product *= d.size;
+    // Past 2^31 the product is too large for any world anyway: stop multiplying, so that absurd
+    // sizes cannot overflow it.
+    if (product <= (1LL << 31)) product *= d.size;
   }
   if (product != world_size) {
-    throw ConfigError("a DeviceMesh of " + shape(dims) + " holds " + std::to_string(product) +
+    const std::string holds = product > (1LL << 31) ? "more than 2^31" : std::to_string(product);
+    throw ConfigError("a DeviceMesh of " + shape(dims) + " holds " + holds +
                       " ranks, but the world has " + std::to_string(world_size) +
-                      ": the sizes must multiply to the world size (run " +
-                      std::to_string(product) + " ranks, or change the sizes)");
+                      ": the sizes must multiply to the world size (run " + holds +
+                      " ranks, or change the sizes)");
   }
 }
 

@@ -276,6 +276,7 @@ struct PipelineStage::Impl {
 
 PipelineStage::PipelineStage(const SequentialSpec& model, ProcessGroup& group, Device device)
     : group_(&group), device_(device), impl_(std::make_unique<Impl>()) {
+  group.require_member("PipelineStage");
   const std::vector<LayerRange> ranges = split_stages(model, group.size());
   range_ = ranges[static_cast<std::size_t>(group.rank())];
   const std::vector<LinearInit> inits = initial_weights(model);
@@ -387,8 +388,10 @@ namespace {
 
 // The stage's messages to and from its neighbours: torch's isend and irecv (dist/
 // process_group.h). A send is posted and kept, with its tensor, until wait_sends(), which the
-// step calls before each compute action and at its end: so a send and the receive after it are
-// in flight together, as in torch's batch_isend_irecv of the two, and at most one send waits.
+// step calls before each compute action and at its end: so, on Gloo, a send and the receive after
+// it are in flight together, as in torch's batch_isend_irecv of the two, and at most one send
+// waits (on NCCL each message finishes inside its call; the order of stage_program is what keeps
+// that from deadlocking).
 // A receive is waited for at once. Each wait ends by the group's timeout; a message of the wrong
 // size fails with the p2p layer's error, which passes through untouched.
 class Messages {

@@ -39,6 +39,7 @@ void check_full_layer(const char* layer, std::int64_t in, std::int64_t out, cons
 // Rank r's rows [r·out/T, (r+1)·out/T) of W and of b.
 LinearInit column_slice(std::int64_t in, std::int64_t out, const LinearInit& full,
                         const ProcessGroup& group) {
+  group.require_member("ColumnParallelLinear");
   check_full_layer("ColumnParallelLinear", in, out, full, group, /*split_out=*/true);
   const std::int64_t part = out / group.size(), first = group.rank() * part;
   LinearInit local;
@@ -51,6 +52,7 @@ LinearInit column_slice(std::int64_t in, std::int64_t out, const LinearInit& ful
 // rank's partial sums), zeros on the others (the all_reduce then adds it once).
 LinearInit row_slice(std::int64_t in, std::int64_t out, const LinearInit& full,
                      const ProcessGroup& group) {
+  group.require_member("RowParallelLinear");
   check_full_layer("RowParallelLinear", in, out, full, group, /*split_out=*/false);
   const std::int64_t part = in / group.size(), first = group.rank() * part;
   LinearInit local;
@@ -135,6 +137,7 @@ Tensor ReduceScatterToSequenceParallelRegion::backward(const Tensor& grad) const
 
 Tensor scatter_to_sequence_parallel_region(const Tensor& full, std::int64_t features,
                                            const ProcessGroup& group) {
+  group.require_member("scatter_to_sequence_parallel_region");
   const std::int64_t rows =
       rows_of(full, features, group, "scatter_to_sequence_parallel_region", true);
   const std::int64_t n = rows / group.size() * features;
