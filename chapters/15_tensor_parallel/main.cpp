@@ -37,11 +37,6 @@ namespace {
 
 using namespace ch15;
 
-// The training's loss tolerance: relative to the loss, far above what rounding moves (float32's
-// u = 6e-8, a few steps of (T + 1)u per sum, tensor_parallel.h) and far below what a wrong slice
-// or a missing reduction moves (the loss itself).
-constexpr double kLossRtol = 1e-5;
-
 // The mean of `params`' gradients over the data-parallel group, as DDP makes it (chapter 08).
 void average_gradients(const std::vector<dist::Parameter*>& params, dist::ProcessGroup& dp) {
   for (dist::Parameter* p : params) {
@@ -188,8 +183,10 @@ int main(int argc, char** argv) {
     dist::SGD one_sgd(
         {one1.parameters()[0], one1.parameters()[1], one2.parameters()[0], one2.parameters()[1]},
         f.lr);
+    // The same DP x TP by hand, every sum the same collective on the same inputs (support.h).
+    SameOrderDpTp reference(f.hidden, tp, dp, f.sequence_parallel, f.lr);
     double worst = 0;
-    bool bitwise = true;
+    bool bitwise = true, same = true;
     auto timed = std::chrono::steady_clock::duration::zero();  // the DP x TP steps alone
     for (int step = 0; step < f.steps; ++step) {
       const std::int64_t first = static_cast<std::int64_t>(step) * f.batch_size;
@@ -213,6 +210,8 @@ int main(int argc, char** argv) {
       sgd.step();
       if (step > 0 || f.steps == 1)
         timed += std::chrono::steady_clock::now() - start;  // 0: warm-up
+      same = same_bits(reference.step(mine), loss.loss) &&
+             reference.same_bits(model.parameters()) && same;
       dist::Tensor mean = dist::full(1, loss.loss / f.dp, dist::kFloat64, dist::get_device());
       dp.all_reduce(mean, dist::ReduceOp::SUM);  // the whole batch's loss
       const double l = mean.item(0);
@@ -223,10 +222,17 @@ int main(int argc, char** argv) {
     }
     if (f.throughput)
       dist::report_throughput(timed, std::int64_t{std::max(f.steps - 1, 1)} * f.batch_size);
-    const bool exact = f.dp * f.tp == 1;  // one rank: the very same sums
-    const bool curve_ok = exact ? bitwise : worst <= kLossRtol;
+    // One process sums in another order (T partial sums, the dp mean), which a long run at a
+    // large lr magnifies: information only, except on one rank, where the sums are the same.
+    const bool exact = f.dp * f.tp == 1;
+    const bool curve_ok = same && (!exact || bitwise);
     dist::out0() << "largest difference from one process: " << sci(worst) << " of the loss ("
-                 << (exact ? "one rank: bit for bit" : "tolerance " + sci(kLossRtol)) << ")";
+                 << (exact ? "one rank: bit for bit"
+                           : "information: the same sums in another order")
+                 << ")";
+    dist::out0() << "the same DP x TP by hand (the same collectives, the whole model on every "
+                    "rank): loss and parameters bit for bit at every step: "
+                 << (same ? "yes" : "NO") << " (rank 0's)";
 
     const bool job_ok =
         dist::all_ranks_ok(groups_ok && agree.within && traffic_ok && memory_ok && curve_ok);
