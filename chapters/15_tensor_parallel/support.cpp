@@ -233,13 +233,14 @@ double SameOrderDpTp::step(const Batch& mine) {
     loss = dist::mse_loss(gather(*tp_, out), mine.y);               // the loss on every row
     grad_out = gather(*tp_, my_rows(loss.grad, t, tp));             // g's backward
   }
-  // Backward: d loss / d x summed over "tp" as f does, though nothing here needs it.
+  // Backward: d loss / d x summed over "tp" as f does (compared, though no parameter needs it).
   dist::Tensor grad_x = column.backward(relu.backward(row.backward(grad_out)));
   if (!sequence_parallel_) {
     tp_->all_reduce(grad_x, dist::ReduceOp::SUM);
+    grad_x_ = grad_x;
   } else {
-    dist::Tensor mine_x(grad_x.numel() / tp, dist::kFloat32, device);
-    tp_->reduce_scatter_tensor(mine_x, grad_x, dist::ReduceOp::SUM);
+    grad_x_ = dist::Tensor(grad_x.numel() / tp, dist::kFloat32, device);
+    tp_->reduce_scatter_tensor(grad_x_, grad_x, dist::ReduceOp::SUM);
   }
   // The slices' gradients averaged over "dp" in the library's order, as average_gradients does.
   std::vector<dist::Tensor> grads{column.parameters()[0]->grad, column.parameters()[1]->grad,
@@ -270,10 +271,12 @@ double SameOrderDpTp::step(const Batch& mine) {
   return loss.loss;
 }
 
-bool SameOrderDpTp::same_bits(const std::vector<dist::Parameter*>& slices) const {
+bool SameOrderDpTp::same_bits(const std::vector<dist::Parameter*>& slices,
+                              const dist::Tensor& grad_x) const {
   const Slices s = cut(fc1_, fc2_, tp_->rank(), tp_->size());
   const std::vector<const Floats*> want{&s.w1, &s.b1, &s.w2, &s.b2};
-  bool same = slices.size() == want.size();
+  bool same = slices.size() == want.size() &&
+              ch15::same_bits(grad_x.to_vector<float>(), grad_x_.to_vector<float>());
   for (std::size_t i = 0; same && i < want.size(); ++i) {
     same = ch15::same_bits(slices[i]->data.to_vector<float>(), *want[i]);
   }

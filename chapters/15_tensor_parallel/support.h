@@ -82,8 +82,10 @@ class SameOrderDpTp {
   // One step on this data-parallel rank's rows (whole: the reference splits them itself under
   // sequence parallelism); returns this rank's loss, before the mean over "dp".
   double step(const Batch& mine);
-  // Whether a ParallelMLP's parameters() hold this rank's slices of the whole model, bit for bit.
-  bool same_bits(const std::vector<dist::Parameter*>& slices) const;
+  // Whether a ParallelMLP's parameters() hold this rank's slices of the whole model, and its
+  // backward's d loss / d x (f's sum: whole rows, or this rank's under sequence parallelism) is
+  // the last step's, bit for bit.
+  bool same_bits(const std::vector<dist::Parameter*>& slices, const dist::Tensor& grad_x) const;
 
  private:
   dist::Linear fc1_, fc2_;
@@ -91,6 +93,7 @@ class SameOrderDpTp {
   dist::ProcessGroup* dp_;
   bool sequence_parallel_;
   dist::SGD sgd_;
+  dist::Tensor grad_x_;  // the last step's d loss / d x, summed over "tp"
 };
 // memcmp of the bits (NaN and inf equal to themselves).
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
