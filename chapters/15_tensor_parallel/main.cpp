@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
       dp.all_reduce(mean, dist::ReduceOp::SUM);  // the whole batch's loss
       const double l = mean.item(0);
       worst = std::max(worst, std::fabs(l - one.loss) / one.loss);
-      bitwise = bitwise && l == one.loss;
+      bitwise = bitwise && same_bits(l, one.loss);  // NaN too, once lr 1 diverges
       dist::out0() << "step " << step + 1 << ": loss " << fixed6(l) << ", one process "
                    << fixed6(one.loss);
     }
