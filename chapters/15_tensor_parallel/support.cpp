@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 namespace ch15 {
 
@@ -152,6 +153,142 @@ Agreement compare_output(const dist::Tensor& tp_out, const dist::Tensor& one_out
     }
   }
   return agree;
+}
+
+namespace {
+
+using Floats = std::vector<float>;
+
+// This tp rank's slices of the whole model, as dist/tensor_parallel.h cuts them: fc1's rows
+// [first, first + part) of W and b; fc2's columns [first, first + part) of W; fc2's bias whole
+// (what the row layer's parameters() lists) and, for its partial sums, on tp rank 0 only.
+struct Slices {
+  Floats w1, b1, w2, b2, b2_partial;
+};
+
+Slices cut(const dist::Linear& fc1, const dist::Linear& fc2, int t, int tp) {
+  const std::int64_t hidden = fc1.out_features(), part = hidden / tp, first = t * part;
+  const Floats w1 = fc1.weight().data.to_vector<float>(), b1 = fc1.bias().data.to_vector<float>();
+  const Floats w2 = fc2.weight().data.to_vector<float>(), b2 = fc2.bias().data.to_vector<float>();
+  Slices s;
+  s.w1.assign(w1.begin() + first * kIn, w1.begin() + (first + part) * kIn);
+  s.b1.assign(b1.begin() + first, b1.begin() + first + part);
+  for (std::int64_t k = 0; k < kOut; ++k) {
+    const auto row = w2.begin() + k * hidden + first;
+    s.w2.insert(s.w2.end(), row, row + part);
+  }
+  s.b2 = b2;
+  s.b2_partial = t == 0 ? b2 : Floats(b2.size(), 0.0f);
+  return s;
+}
+
+// The T parts of a tensor gathered over `group`, in rank order (all_gather_into_tensor).
+dist::Tensor gather(dist::ProcessGroup& group, const dist::Tensor& part) {
+  dist::Tensor all(part.numel() * group.size(), dist::kFloat32, part.device());
+  group.all_gather_into_tensor(all, part);
+  return all;
+}
+
+// Rank t's share of `full`'s rows (n rows of `features`): rows [t·n/T, (t+1)·n/T).
+dist::Tensor my_rows(const dist::Tensor& full, int t, int tp) {
+  const Floats all = full.to_vector<float>();
+  const std::size_t share = all.size() / static_cast<std::size_t>(tp);
+  return dist::Tensor::from(Floats(all.begin() + static_cast<std::ptrdiff_t>(t * share),
+                                   all.begin() + static_cast<std::ptrdiff_t>((t + 1) * share)),
+                            full.device());
+}
+
+}  // namespace
+
+SameOrderDpTp::SameOrderDpTp(std::int64_t hidden, dist::ProcessGroup& tp, dist::ProcessGroup& dp,
+                             bool sequence_parallel, double lr)
+    : fc1_(make_fc1(hidden)),
+      fc2_(make_fc2(hidden)),
+      tp_(&tp),
+      dp_(&dp),
+      sequence_parallel_(sequence_parallel),
+      sgd_({fc1_.parameters()[0], fc1_.parameters()[1], fc2_.parameters()[0], fc2_.parameters()[1]},
+           lr) {}
+
+double SameOrderDpTp::step(const Batch& mine) {
+  const int tp = tp_->size(), t = tp_->rank();
+  const std::int64_t hidden = fc1_.out_features(), part = hidden / tp;
+  const dist::Device device = mine.x.device();
+  const Slices s = cut(fc1_, fc2_, t, tp);
+  dist::Linear column(kIn, part, {s.w1, s.b1}, device),
+      row(part, kOut, {s.w2, s.b2_partial}, device);
+  dist::ReLU relu;
+  // Forward: the column layer's input whole (sequence parallel: this rank's rows, gathered).
+  const dist::Tensor x = sequence_parallel_ ? gather(*tp_, my_rows(mine.x, t, tp)) : mine.x;
+  dist::Tensor partial = row.forward(relu.forward(column.forward(x)));
+  dist::MseLoss loss;
+  dist::Tensor grad_out;
+  if (!sequence_parallel_) {
+    tp_->all_reduce(partial, dist::ReduceOp::SUM);  // g
+    loss = dist::mse_loss(partial, mine.y);
+    grad_out = loss.grad;
+  } else {
+    dist::Tensor out(partial.numel() / tp, dist::kFloat32, device);
+    tp_->reduce_scatter_tensor(out, partial, dist::ReduceOp::SUM);  // g: this rank's rows
+    loss = dist::mse_loss(gather(*tp_, out), mine.y);               // the loss on every row
+    grad_out = gather(*tp_, my_rows(loss.grad, t, tp));             // g's backward
+  }
+  // Backward: d loss / d x summed over "tp" as f does (compared, though no parameter needs it).
+  dist::Tensor grad_x = column.backward(relu.backward(row.backward(grad_out)));
+  if (!sequence_parallel_) {
+    tp_->all_reduce(grad_x, dist::ReduceOp::SUM);
+    grad_x_ = grad_x;
+  } else {
+    grad_x_ = dist::Tensor(grad_x.numel() / tp, dist::kFloat32, device);
+    tp_->reduce_scatter_tensor(grad_x_, grad_x, dist::ReduceOp::SUM);
+  }
+  // The slices' gradients averaged over "dp" in the library's order, as average_gradients does.
+  std::vector<dist::Tensor> grads{column.parameters()[0]->grad, column.parameters()[1]->grad,
+                                  row.parameters()[0]->grad, row.parameters()[1]->grad};
+  for (dist::Tensor& g : grads) {
+    dp_->all_reduce(g, dist::ReduceOp::SUM);
+    g /= dp_->size();
+  }
+  // The whole model's gradients: fc1's rows are contiguous, so the gathered slices are W1 and b1;
+  // fc2's gathered slices are T blocks of kOut x part, put back as columns; fc2's bias gradient
+  // is whole (every tp rank computes it from the same rows) and the same on every rank.
+  std::vector<dist::Parameter*> whole = sgd_.parameters();
+  whole[0]->grad = gather(*tp_, grads[0]);
+  whole[1]->grad = gather(*tp_, grads[1]);
+  const Floats blocks = gather(*tp_, grads[2]).to_vector<float>();
+  Floats w2(blocks.size());
+  for (int r = 0; r < tp; ++r) {
+    for (std::int64_t k = 0; k < kOut; ++k) {
+      for (std::int64_t j = 0; j < part; ++j) {
+        w2[static_cast<std::size_t>(k * hidden + r * part + j)] =
+            blocks[static_cast<std::size_t>((r * kOut + k) * part + j)];
+      }
+    }
+  }
+  whole[2]->grad = dist::Tensor::from(w2, device);
+  whole[3]->grad = grads[3];
+  sgd_.step();
+  return loss.loss;
+}
+
+bool SameOrderDpTp::same_bits(const std::vector<dist::Parameter*>& slices,
+                              const dist::Tensor& grad_x) const {
+  const Slices s = cut(fc1_, fc2_, tp_->rank(), tp_->size());
+  const std::vector<const Floats*> want{&s.w1, &s.b1, &s.w2, &s.b2};
+  bool same = slices.size() == want.size() &&
+              ch15::same_bits(grad_x.to_vector<float>(), grad_x_.to_vector<float>());
+  for (std::size_t i = 0; same && i < want.size(); ++i) {
+    same = ch15::same_bits(slices[i]->data.to_vector<float>(), *want[i]);
+  }
+  return same;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 std::string members(const std::vector<int>& ranks) {

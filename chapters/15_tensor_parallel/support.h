@@ -5,6 +5,7 @@
 
 #include <dist/dist.h>
 #include <dist/nn.h>
+#include <dist/optim.h>
 
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,39 @@ struct Agreement {
 };
 Agreement compare_output(const dist::Tensor& tp_out, const dist::Tensor& one_out,
                          const dist::Tensor& hidden_activations, const dist::Linear& fc2, int tp);
+
+// Step 4's pass/fail: the same DP x TP written out by hand, whose every cross-rank sum is the
+// library's own collective on the same group with the same inputs, so its bits must be the
+// library's (as chapter 12's SameOrderDdp). Every rank keeps the whole model (one fc1, one fc2,
+// the same on every rank); each step cuts the slices dist/tensor_parallel.h names (fc1's rows and
+// fc2's columns [t·h/T, (t+1)·h/T), fc2's bias on tp rank 0 only), runs them as dist::Linears,
+// all_reduces the partial output and d loss / d x over "tp" (sequence parallel: the
+// all_gather_into_tensor / reduce_scatter_tensor pair, on the same sizes), averages the slices'
+// gradients over "dp" (all_reduce SUM, / its size), all_gathers them over "tp" into the whole
+// model's and steps that with SGD (p -= lr·g, value by value: the slices' very operations).
+class SameOrderDpTp {
+ public:
+  SameOrderDpTp(std::int64_t hidden, dist::ProcessGroup& tp, dist::ProcessGroup& dp,
+                bool sequence_parallel, double lr);
+  // One step on this data-parallel rank's rows (whole: the reference splits them itself under
+  // sequence parallelism); returns this rank's loss, before the mean over "dp".
+  double step(const Batch& mine);
+  // Whether a ParallelMLP's parameters() hold this rank's slices of the whole model, and its
+  // backward's d loss / d x (f's sum: whole rows, or this rank's under sequence parallelism) is
+  // the last step's, bit for bit.
+  bool same_bits(const std::vector<dist::Parameter*>& slices, const dist::Tensor& grad_x) const;
+
+ private:
+  dist::Linear fc1_, fc2_;
+  dist::ProcessGroup* tp_;
+  dist::ProcessGroup* dp_;
+  bool sequence_parallel_;
+  dist::SGD sgd_;
+  dist::Tensor grad_x_;  // the last step's d loss / d x, summed over "tp"
+};
+// memcmp of the bits (NaN and inf equal to themselves).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+bool same_bits(double a, double b);
 
 // Printing.
 std::string members(const std::vector<int>& ranks);  // "[0, 2]"
