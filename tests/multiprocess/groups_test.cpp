@@ -204,7 +204,7 @@ TEST(NewGroup, ARankThatNeverCallsIsNamedAtTheTimeout) {
     const std::string error = error_of<dist::TimeoutError>([&] {
       auto g = dist::new_group({0, 2});
     });
-    if (!contains(error, "new_group call #1 [0, 2] on rank 0: rank(s) 2 did not make this call"))
+    if (!contains(error, "new_group call #1 [0, 2] on rank 0: rank 2 did not make this call"))
       return fail(rank, "error was: " + error);
     return 0;
   });

@@ -8,6 +8,7 @@
 
 #include "dist/check.h"
 #include "dist/flight_recorder.h"
+#include "util/text.h"
 
 namespace dist {
 namespace {
@@ -167,14 +168,6 @@ std::string ProcessGroup::Call::fingerprint() const {
 // ---- Which ranks the group holds
 // -----------------------------------------------------------------
 
-namespace {
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-}  // namespace
-
 void detail::set_group_ranks(ProcessGroup& group, std::vector<int> ranks, int global_rank) {
   group.ranks_ = std::move(ranks);
   group.global_self_ = global_rank;
@@ -183,7 +176,7 @@ void detail::set_group_ranks(ProcessGroup& group, std::vector<int> ranks, int gl
 int ProcessGroup::global_rank(int group_rank) const {
   if (group_rank < 0 || group_rank >= size_) {
     throw ConfigError("group rank " + std::to_string(group_rank) +
-                      " is not in this group of global ranks " + rank_list(ranks_) +
+                      " is not in this group of global ranks " + util::rank_list(ranks_) +
                       ": group ranks go from 0 to " + std::to_string(size_ - 1));
   }
   return ranks_[static_cast<std::size_t>(group_rank)];
@@ -193,7 +186,7 @@ int ProcessGroup::group_rank(int global_rank) const {
   const auto it = std::find(ranks_.begin(), ranks_.end(), global_rank);
   if (it == ranks_.end()) {
     throw ConfigError("global rank " + std::to_string(global_rank) +
-                      " is not in this group of global ranks " + rank_list(ranks_));
+                      " is not in this group of global ranks " + util::rank_list(ranks_));
   }
   return static_cast<int>(it - ranks_.begin());
 }
@@ -201,7 +194,7 @@ int ProcessGroup::group_rank(int global_rank) const {
 void ProcessGroup::require_member(const char* what) const {
   if (is_member()) return;
   throw ConfigError(std::string(what) + " on global rank " + std::to_string(global_self_) +
-                    ", which is not in its group (global ranks " + rank_list(ranks_) +
+                    ", which is not in its group (global ranks " + util::rank_list(ranks_) +
                     "): every rank calls new_group(ranks), but only the ranks in `ranks` may build "
                     "on the group it returns (check is_member())");
 }
@@ -217,7 +210,7 @@ std::string ProcessGroup::rank_words(int group_rank) const {
 void ProcessGroup::check_member(const Call& call) const {
   if (is_member()) return;
   throw ConfigError(std::string(call.name) + " on global rank " + std::to_string(global_self_) +
-                    ", which is not in this group (global ranks " + rank_list(ranks_) +
+                    ", which is not in this group (global ranks " + util::rank_list(ranks_) +
                     "): every rank calls new_group(ranks), but only the ranks in `ranks` may use "
                     "the group it returns (check is_member(), or use the group this rank is in)");
 }

@@ -21,6 +21,7 @@
 #include "dist/store.h"
 #include "group/debug_group.h"
 #include "rendezvous.h"
+#include "util/text.h"
 
 namespace dist {
 namespace {
@@ -180,10 +181,9 @@ class NonMemberGroup final : public ProcessGroup {
   void close() noexcept override {}
 };
 
+// "[0, 2]", as the ranks were passed to new_group.
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + out + "]";
+  return "[" + util::rank_list(ranks) + "]";
 }
 
 // The ranks as torch's new_group takes them: each a rank of the default group, none twice; sorted,
@@ -223,15 +223,14 @@ void agree_on_members(Store& space, const std::vector<int>& ranks, int global_ra
   try {
     space.wait(keys, timeout);
   } catch (const TimeoutError&) {
-    std::string missing;
+    std::vector<int> missing;
     for (int r : ranks) {
-      if (!space.check({"members/" + std::to_string(r)}))
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (!space.check({"members/" + std::to_string(r)})) missing.push_back(r);
     }
     throw TimeoutError("new_group call #" + std::to_string(call + 1) + " " + mine + " on rank " +
-                       std::to_string(global_rank) + ": rank(s) " + missing +
-                       " did not make this call within " + std::to_string(timeout.count()) +
-                       " ms; every rank of the default group must call new_group the same number "
+                       std::to_string(global_rank) + ": " + util::ranks_phrase(missing) +
+                       " did not make this call within " + util::seconds(timeout) +
+                       "; every rank of the default group must call new_group the same number "
                        "of times, in the same order");
   }
   for (int r : ranks) {

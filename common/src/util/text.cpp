@@ -11,10 +11,14 @@ std::string seconds(std::chrono::milliseconds ms) {
   return s.str();
 }
 
-std::string ranks_phrase(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
   for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
   return s;
+}
+
+std::string ranks_phrase(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
 
 }  // namespace dist::util

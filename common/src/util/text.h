@@ -11,6 +11,9 @@ namespace dist::util {
 // "1.5 s"
 std::string seconds(std::chrono::milliseconds ms);
 
+// "1, 2, 5": ranks as a message lists them, in the order given.
+std::string rank_list(const std::vector<int>& ranks);
+
 // "rank 3" or "ranks 1, 2, 5": the ranks a message is about, in the order given.
 std::string ranks_phrase(const std::vector<int>& ranks);
 
